@@ -1,0 +1,46 @@
+# Each target sets up .venv on first use (and again when pyproject.toml changes).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+BENCH := $(BIN)/bench
+# The CI regression check: a small CPU sweep compared, as ratios over alg1
+# measured in the same run, with the committed baseline in .ci/baseline/.
+CI_SWEEP := --backend cpu --k 64,256,1024 --precision f32,f64 --dataset wiki-synth --scale 0.005 \
+            --iterations 2 --repeats 7 --warmup 1 --variant alg1,alg4,alg7
+CI_THRESHOLD ?= 0.10
+
+.PHONY: setup test figures sweep regression baseline kernels clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest -ra
+
+figures: setup
+	$(BENCH) figures --ensure
+
+sweep: setup
+	$(BENCH) sweep
+
+regression: setup
+	rm -rf .ci/tmp
+	$(BENCH) sweep $(CI_SWEEP) --out .ci/tmp
+	$(BENCH) check .ci/tmp/lda.csv --baseline .ci/baseline/lda.csv --threshold $(CI_THRESHOLD)
+
+baseline: setup
+	$(BENCH) sweep $(CI_SWEEP) --out .ci/baseline --fresh
+
+# Every CUDA kernel must build (PTX for sm_90) even where there is no GPU.
+kernels:
+	@files=$$(find impls -name '*.cu'); \
+	if [ -z "$$files" ]; then echo "no CUDA kernels yet"; exit 0; fi; \
+	for f in $$files; do echo "nvcc -ptx -arch=sm_90 $$f"; \
+	  nvcc -std=c++17 -ptx -arch=sm_90 -o /dev/null $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .ci/tmp .pytest_cache

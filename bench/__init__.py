@@ -1,0 +1,1 @@
+"""The harness and the `bench` command: generic over suites, it knows no kernel."""

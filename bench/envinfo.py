@@ -1,0 +1,158 @@
+"""The environment a run was measured in: hardware, software versions, code identity.
+
+Every probe is wrapped: a missing GPU, CuPy, nvidia-smi, git or .git (the GPU machine
+gets a copy of the tree without .git) gives None, never an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import re
+import shlex
+import socket
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CODE_DIRS = ("bench", "impls")
+CODE_PATTERNS = ("*.py", "*.cu", "*.cuh")
+PACKAGES = ("numpy", "numba", "pandas", "scipy", "matplotlib", "typer", "cupy")
+
+# cudaDeviceAttr values; CUDA 13 dropped the clock fields from cudaDeviceProp.
+_ATTR_SM_CLOCK_KHZ = 13
+_ATTR_MEM_CLOCK_KHZ = 36
+
+
+def _probe(fn, *args):
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def _cpu_model() -> str:
+    fields = {}
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    # x86 says "model name"; some ARM kernels say "Hardware" or "Model" instead.
+    for name in ("model name", "Hardware", "Model"):
+        if fields.get(name):
+            return fields[name]
+    raise LookupError("no CPU model in /proc/cpuinfo")
+
+
+def _package_versions() -> dict:
+    # Metadata, not import: a package that fails to import (numba-cuda with a new numpy)
+    # still reports its version, and nothing heavy is imported. Distribution names may
+    # differ from module names (cupy comes as cupy-cuda12x).
+    dists = importlib.metadata.packages_distributions()
+    return {
+        module: _probe(importlib.metadata.version, dists.get(module, [module])[0])
+        for module in PACKAGES
+    }
+
+
+def _command(*argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+
+
+def _cuda_version(number: int) -> str:
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def _gpu_info() -> dict:
+    """GPU facts through CuPy (device 0), plus the driver release from nvidia-smi."""
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    count = runtime.getDeviceCount()
+    if count == 0:
+        raise LookupError("no CUDA device")
+    name = runtime.getDeviceProperties(0)["name"]
+    return {
+        "gpu_name": name.decode() if isinstance(name, bytes) else name,
+        "gpu_count": count,
+        "gpu_sm_clock_mhz": _probe(lambda: runtime.deviceGetAttribute(_ATTR_SM_CLOCK_KHZ, 0) // 1000),
+        "gpu_mem_clock_mhz": _probe(lambda: runtime.deviceGetAttribute(_ATTR_MEM_CLOCK_KHZ, 0) // 1000),
+        "cuda_runtime": _probe(lambda: _cuda_version(runtime.runtimeGetVersion())),
+        "cuda_driver_api": _probe(lambda: _cuda_version(runtime.driverGetVersion())),
+        "driver_version": _probe(
+            lambda: _command("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader").splitlines()[0]
+        ),
+    }
+
+
+_NO_GPU = dict.fromkeys(
+    ("gpu_name", "gpu_count", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
+     "cuda_runtime", "cuda_driver_api", "driver_version")
+)
+
+
+def _git(*args: str) -> str | None:
+    if not (REPO_ROOT / ".git").exists():
+        return None
+    return _probe(_command, "git", "-C", str(REPO_ROOT), *args)
+
+
+def collect_env(argv: list[str]) -> dict:
+    """A JSON-ready description of this machine, its software and the code being run."""
+    commit = _git("rev-parse", "HEAD")
+    # Dirty means the code differs from the commit; results/ and figures/ change on every run.
+    status = _git("status", "--porcelain", "--", *CODE_DIRS)
+    return {
+        "cpu_model": _probe(_cpu_model) or platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "os": platform.platform(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "versions": _probe(_package_versions) or dict.fromkeys(PACKAGES),
+        **(_probe(_gpu_info) or _NO_GPU),
+        "git_commit": commit,
+        "git_dirty": None if commit is None or status is None else bool(status),
+        "code_version": code_version(),
+        "hostname": socket.gethostname(),
+        "argv": list(argv),
+        "command": shlex.join(argv),
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def code_version() -> str:
+    """Short sha256 over every source file under bench/ and impls/ (relative path and bytes)."""
+    files = sorted(
+        (path.relative_to(REPO_ROOT).as_posix(), path)
+        for directory in CODE_DIRS
+        for pattern in CODE_PATTERNS
+        for path in (REPO_ROOT / directory).rglob(pattern)
+    )
+    digest = hashlib.sha256()
+    for relative, path in files:
+        data = path.read_bytes()
+        # Lengths delimit the fields, so no two different trees hash the same stream.
+        for part in (relative.encode(), data):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+    return digest.hexdigest()[:12]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def machine_slug(env: dict, backend: str) -> str:
+    """Filesystem-safe name of the hardware a backend ran on: the results directory name.
+
+    backend "cpu" gives "cpu-<model>-<n>c" (trademark marks and the "@ clock" suffix
+    dropped); any other backend is a GPU and gives its model name, e.g. "nvidia-h100-80gb-hbm3".
+    """
+    if backend.lower() == "cpu":
+        model = re.sub(r"\((r|tm)\)|@.*", " ", env.get("cpu_model") or "unknown", flags=re.IGNORECASE)
+        return f"cpu-{_slug(model)}-{env.get('cpu_count') or 0}c"
+    if not env.get("gpu_name"):
+        raise ValueError(f"backend {backend!r} needs a GPU, but none was detected")
+    return _slug(env["gpu_name"])

@@ -1,0 +1,1 @@
+"""Implementations, one subpackage per suite, each registering named variants."""

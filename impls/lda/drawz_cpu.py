@@ -1,0 +1,298 @@
+"""CPU (numba) versions of the butterfly paper's draw-z step: Algorithms 1-10.
+
+Every function draws z[t] for every token t of a corpus whose documents are
+words[doc_ptr[m]:doc_ptr[m+1]], from the relative probabilities
+theta[m, k] * phi[words[t], k], using the uniform u[t].  All variants return the
+smallest k with u[t] * sum < p[k] (p the prefix sums of the products), or K-1
+when there is none, so with exact (dyadic) weights they return identical z.
+
+Algorithms 4 and 7 process the documents in warps of W lanes.  The CPU has no
+warps, so a lane is an index r in 0..W-1 of a per-warp array, and a shuffle is
+an index permutation over that axis: the code performs the same data movement
+as the CUDA kernel (transposed W x W block reads, the register transpose, the
+butterfly), which is what makes it a reference the GPU can be compared with.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, inline="always")
+def _binary_search(p, lo, hi, target):
+    """Algorithm 3 on p[lo..hi]: smallest index with target < p[index], or hi."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if target < p[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True, parallel=True)
+def alg1(doc_ptr, words, theta, phi, u, z, linear):
+    """Algorithm 1: one document per thread, full prefix sum, then Algorithm 3
+    (binary search) or, when linear, Algorithm 2 (linear search)."""
+    num_docs = doc_ptr.size - 1
+    K = theta.shape[1]
+    for m in prange(num_docs):
+        p = np.empty(K, dtype=theta.dtype)
+        for t in range(doc_ptr[m], doc_ptr[m + 1]):
+            c = words[t]
+            total = theta.dtype.type(0)
+            for k in range(K):
+                total += theta[m, k] * phi[c, k]
+                p[k] = total
+            target = total * u[t]
+            if linear:
+                j = 0
+                while j < K - 1 and target >= p[j]:
+                    j += 1
+            else:
+                j = _binary_search(p, 0, K - 1, target)
+            z[t] = j
+
+
+@njit(cache=True, inline="always")
+def _warp_lanes(doc_ptr, q, W, imaster, word, token):
+    """Master-index idiom (Algorithm 4 lines 10-12): lane r works on token
+    min(imaster, N[m]-1) of its document m = q*W + r, repeating its last word
+    once its document is done.  An empty (padding) document's lane joins every
+    shuffle with word 0 and writes nothing (token = -1)."""
+    for r in range(W):
+        m = q * W + r
+        n = doc_ptr[m + 1] - doc_ptr[m]
+        if n == 0:
+            token[r] = -1
+            word[r] = 0
+        else:
+            token[r] = doc_ptr[m] + min(imaster, n - 1)
+
+
+@njit(cache=True, inline="always")
+def _cache_theta(theta, q, W, R, theta_local):
+    """Algorithm 5: remnant as is, then W x W blocks by transposed access, so
+    lane r holds theta[q*W + k, j + r] at theta_local[r, j + k]."""
+    K = theta.shape[1]
+    for r in range(W):
+        for j in range(R):
+            theta_local[r, j] = theta[q * W + r, j]
+    for j in range(R, K, W):
+        for k in range(W):
+            for r in range(W):  # the W lanes read W consecutive values: coalesced
+                theta_local[r, j + k] = theta[q * W + k, j + r]
+
+
+@njit(cache=True, inline="always")
+def _remnant_sums(theta_local, phi, word, W, R, p, total):
+    """Remnant topics 0..R-1, per lane, not transposed (Algorithm 6 lines 7-9)."""
+    for r in range(W):
+        s = theta_local.dtype.type(0)
+        for j in range(R):
+            s += theta_local[r, j] * phi[word[r], j]
+            p[r, j] = s
+        total[r] = s
+
+
+@njit(cache=True, inline="always")
+def _block_products(theta_local, phi, word, W, j, a):
+    """Transposed read of one W x W block of phi: lane r holds, in register k,
+    the product for document k of the warp and topic j + r."""
+    for k in range(W):
+        c = word[k]  # c_warp[k]: lane k's word, shared with every lane
+        for r in range(W):
+            a[r, k] = theta_local[r, j + k] * phi[c, j + r]
+
+
+@njit(cache=True, parallel=True)
+def alg4(doc_ptr, words, theta, phi, u, z, W):
+    """Algorithm 4 with Algorithms 5 and 6: coalesced W x W block reads, then the
+    register transpose of Figure 2 (log2 W rounds of W/2 shuffle_xor per lane)
+    puts each product back into its own document's lane; binary search."""
+    K = theta.shape[1]
+    R = K % W
+    num_warps = (doc_ptr.size - 1) // W
+    for q in prange(num_warps):
+        theta_local = np.empty((W, K), dtype=theta.dtype)
+        p = np.empty((W, K), dtype=theta.dtype)
+        a = np.empty((W, W), dtype=theta.dtype)
+        total = np.empty(W, dtype=theta.dtype)
+        word = np.empty(W, dtype=np.int64)
+        token = np.empty(W, dtype=np.int64)
+        _cache_theta(theta, q, W, R, theta_local)
+        longest = 0
+        for r in range(W):
+            longest = max(longest, doc_ptr[q * W + r + 1] - doc_ptr[q * W + r])
+        for imaster in range(longest):
+            _warp_lanes(doc_ptr, q, W, imaster, word, token)
+            for r in range(W):
+                if token[r] >= 0:
+                    word[r] = words[token[r]]
+            _remnant_sums(theta_local, phi, word, W, R, p, total)
+            for j in range(R, K, W):
+                _block_products(theta_local, phi, word, W, j, a)
+                # Figure 2: in round b, registers k and k^bit are exchanged
+                # between lanes r and r^bit wherever bit b of r and of k differ.
+                bit = 1
+                while bit < W:
+                    for r in range(W):
+                        if r & bit == 0:
+                            for k in range(W):
+                                if k & bit:
+                                    tmp = a[r, k]
+                                    a[r, k] = a[r ^ bit, k ^ bit]
+                                    a[r ^ bit, k ^ bit] = tmp
+                    bit *= 2
+                for r in range(W):  # lane r now holds its own products
+                    s = total[r]
+                    for k in range(W):
+                        s += a[r, k]
+                        p[r, j + k] = s
+                    total[r] = s
+            for r in range(W):
+                if token[r] >= 0:
+                    z[token[r]] = _binary_search(p[r], 0, K - 1, total[r] * u[token[r]])
+
+
+@njit(cache=True, inline="always")
+def _butterfly_table(a, W, j, p, total, h):
+    """Algorithm 8 lines 13-25: the butterfly-patterned table from one block of
+    products with W - 1 shuffles; row W-1 ends with each lane's block total."""
+    bit = 1
+    while bit < W:
+        for i in range(W // (2 * bit)):
+            d = 2 * bit * i + bit - 1
+            for r in range(W):
+                h[r] = a[r, d] if r & bit else a[r, d + bit]
+            for r in range(W):
+                v = h[r ^ bit]  # __shfl_xor(h, bit)
+                if r & bit:
+                    a[r, d] = a[r, d + bit]
+                a[r, d + bit] = a[r, d] + v
+                p[r, j + d] = a[r, d]
+        bit *= 2
+    for r in range(W):
+        total[r] += a[r, W - 1]
+        p[r, j + W - 1] = total[r]
+
+
+@njit(cache=True, inline="always")
+def _butterfly_search(p, W, block_base, target, low, high, flip, t, y, result):
+    """Algorithm 10: search one butterfly-patterned block.  Each lane keeps
+    lowValue/highValue (true prefix sums bracketing its range) and builds the
+    midpoint from a tree node fetched, by shuffles, from the lane holding it."""
+    for r in range(W):
+        low[r] = p[r, block_base[r] - 1] if block_base[r] > 0 else p.dtype.type(0)
+        high[r] = p[r, block_base[r] + W - 1]
+        flip[r] = 0
+    bit = W // 2
+    while bit >= 1:
+        mask = ((W - 1) * (2 * bit)) & (W - 1)
+        y[:] = 0
+        for i in range(W // (2 * bit)):
+            d = (bit - 1) + 2 * bit * i
+            for r in range(W):  # each lane reads its table at the block of lane `him`
+                him = (d & mask) + (r & ~mask)
+                his_base = block_base[him]  # __shfl(blockBase, him)
+                t[r] = p[r, his_base + d]
+            for r in range(W):
+                fetched = t[r ^ flip[r]]  # __shfl_xor(.., flip)
+                if (r ^ d) & mask == 0:
+                    y[r] = fetched
+        for r in range(W):
+            compare = high[r] - y[r] if r & bit else low[r] + y[r]
+            if target[r] < compare:
+                high[r] = compare
+                flip[r] ^= bit & r
+            else:
+                low[r] = compare
+                flip[r] ^= bit & ~r
+        bit //= 2
+    for r in range(W):
+        result[r] = block_base[r] + (flip[r] ^ r)
+
+
+@njit(cache=True, parallel=True)
+def alg7(doc_ptr, words, theta, phi, u, z, W):
+    """Algorithm 7 with Algorithms 5, 8, 9 and 10: butterfly-patterned partial
+    sums built in registers, searched with lowValue/highValue/flip; the
+    remnant (at the front) searched linearly.  W must be a power of 2."""
+    K = theta.shape[1]
+    R = K % W
+    blocks = K // W
+    num_warps = (doc_ptr.size - 1) // W
+    for q in prange(num_warps):
+        theta_local = np.empty((W, K), dtype=theta.dtype)
+        p = np.empty((W, K), dtype=theta.dtype)
+        a = np.empty((W, W), dtype=theta.dtype)
+        total = np.empty(W, dtype=theta.dtype)
+        target = np.empty(W, dtype=theta.dtype)
+        low = np.empty(W, dtype=theta.dtype)
+        high = np.empty(W, dtype=theta.dtype)
+        t = np.empty(W, dtype=theta.dtype)
+        y = np.empty(W, dtype=theta.dtype)
+        word = np.empty(W, dtype=np.int64)
+        token = np.empty(W, dtype=np.int64)
+        block_base = np.empty(W, dtype=np.int64)
+        flip = np.empty(W, dtype=np.int64)
+        result = np.empty(W, dtype=np.int64)
+        _cache_theta(theta, q, W, R, theta_local)
+        longest = 0
+        for r in range(W):
+            longest = max(longest, doc_ptr[q * W + r + 1] - doc_ptr[q * W + r])
+        for imaster in range(longest):
+            _warp_lanes(doc_ptr, q, W, imaster, word, token)
+            for r in range(W):
+                if token[r] >= 0:
+                    word[r] = words[token[r]]
+            _remnant_sums(theta_local, phi, word, W, R, p, total)
+            for j in range(R, K, W):
+                _block_products(theta_local, phi, word, W, j, a)
+                _butterfly_table(a, W, j, p, total, t)
+            # Algorithm 9: binary search over the blocks' last entries (true
+            # prefix sums), then the butterfly search inside the chosen block.
+            for r in range(W):
+                target[r] = total[r] * (u[token[r]] if token[r] >= 0 else 0)
+                lo = 0
+                hi = blocks - 1
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if target[r] < p[r, mid * W + R + W - 1]:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                block_base[r] = R + lo * W
+                result[r] = K - 1
+            if blocks > 0:
+                _butterfly_search(p, W, block_base, target, low, high, flip, t, y, result)
+            for r in range(W):
+                if block_base[r] > 0 and target[r] < p[r, block_base[r] - 1]:
+                    for i in range(R):  # not in a block after all: the remnant
+                        if target[r] < p[r, i]:
+                            result[r] = i
+                            break
+                if token[r] >= 0:
+                    z[token[r]] = result[r]
+
+
+VARIANTS = {
+    "alg1": "Algorithm 1: per-thread products, full prefix sum, binary search (Alg. 3)",
+    "alg1-linear": "Algorithm 1 with the linear search of Algorithm 2",
+    "alg4": "Algorithm 4: transposed W x W block access + register transpose (Fig. 2)",
+    "alg7": "Algorithm 7: butterfly-patterned partial sums (Alg. 8-10)",
+}
+
+
+def draw_z(variant, doc_ptr, words, theta, phi, u, z, W=32):
+    """Draw z for every token with the named variant (documents padded to a
+    multiple of W for alg4 and alg7)."""
+    if variant == "alg1":
+        alg1(doc_ptr, words, theta, phi, u, z, False)
+    elif variant == "alg1-linear":
+        alg1(doc_ptr, words, theta, phi, u, z, True)
+    elif variant == "alg4":
+        alg4(doc_ptr, words, theta, phi, u, z, W)
+    elif variant == "alg7":
+        alg7(doc_ptr, words, theta, phi, u, z, W)
+    else:
+        raise ValueError(f"unknown draw-z variant {variant!r}; known: {', '.join(VARIANTS)}")

@@ -1,0 +1,364 @@
+"""Tests of bench.corpus: readers, writer, synthetic generator, catalogue resolution."""
+
+import gzip
+import hashlib
+import importlib
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.corpus import (Corpus, CorpusError, catalogue, fetch, load_corpus, read_ldac, read_uci, synthesize,
+                          write_uci)
+from bench.corpus import synth
+
+catalogue_module = importlib.import_module("bench.corpus.catalogue")  # the name bench.corpus.catalogue is the function
+
+needs_shared = pytest.mark.skipif(not (catalogue_module.SHARED_UCI_DIR / "docword.kos.txt.gz").exists(),
+                                  reason=f"{catalogue_module.SHARED_UCI_DIR} (KOS from ../shared) is absent")
+
+
+def docs_of(corpus):
+    return [corpus.words[a:b].tolist() for a, b in zip(corpus.doc_ptr[:-1], corpus.doc_ptr[1:])]
+
+
+def assert_sorted_longest_first(corpus):
+    assert np.all(np.diff(corpus.lengths) <= 0)
+
+
+def assert_same_corpus(a, b):
+    assert a.vocab_size == b.vocab_size
+    np.testing.assert_array_equal(a.doc_ptr, b.doc_ptr)
+    np.testing.assert_array_equal(a.words, b.words)
+
+
+# ---------------------------------------------------------------- UCI and LDA-C
+
+
+@pytest.mark.parametrize("name", ["tiny", "tiny.gz"])
+def test_uci_round_trip_of_synthetic_corpus_is_exact(tmp_path, name):
+    corpus = synthesize("tiny")
+    docword, vocab = write_uci(corpus, tmp_path, name)
+    assert docword.name == ("docword.tiny.txt.gz" if name.endswith(".gz") else "docword.tiny.txt")
+    assert vocab.name == "vocab.tiny.txt"
+    back = read_uci(docword, vocab)
+    assert back.name == "tiny"
+    assert_same_corpus(back, corpus)  # synthetic tokens are sorted by word id within a document, as UCI's are
+    assert back.nnz == corpus.nnz
+    assert len(back.vocab) == corpus.vocab_size
+
+
+def test_write_uci_is_sorted_by_doc_and_word_with_vocab(tmp_path):
+    corpus = Corpus("c", np.array([0, 3, 4, 4]), np.array([2, 0, 2, 1]), 3, ("a", "b", "c"))
+    docword, vocab = write_uci(corpus, tmp_path, "c")
+    assert docword.read_text() == "3\n3\n3\n1 1 1\n1 3 2\n2 2 1\n"
+    assert vocab.read_text() == "a\nb\nc\n"
+    back = read_uci(docword, vocab)
+    assert docs_of(back) == [[0, 2, 2], [1], []]
+    assert back.vocab == ("a", "b", "c")
+    assert back.stats()["empty_documents"] == 1
+
+
+@st.composite
+def small_corpora(draw):
+    vocab_size = draw(st.integers(1, 30))
+    docs = draw(st.lists(st.lists(st.integers(0, vocab_size - 1), max_size=12), max_size=15))
+    lengths = [len(d) for d in docs]
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    words = np.array([w for d in docs for w in d], dtype=np.int32)
+    return Corpus("h", doc_ptr, words, vocab_size), docs
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_corpora(), st.booleans())
+def test_uci_round_trip_of_random_corpora(tmp_path_factory, corpus_and_docs, compress):
+    corpus, docs = corpus_and_docs
+    directory = tmp_path_factory.mktemp("rt")
+    docword, vocab = write_uci(corpus, directory, "h.gz" if compress else "h")
+    back = read_uci(docword, vocab)
+    # Documents come back longest first (ties in order), each one's tokens sorted by word id.
+    expected = sorted((sorted(d) for d in docs), key=len, reverse=True)
+    assert docs_of(back) == expected
+    assert back.vocab_size == corpus.vocab_size
+    assert back.nnz == corpus.nnz
+    assert_sorted_longest_first(back)
+
+
+def test_read_uci_sorts_longest_first_and_keeps_file_order(tmp_path):
+    path = tmp_path / "docword.x.txt"
+    # doc 1: 2 tokens, doc 2: 3 tokens (entries out of word order), doc 3: 2 tokens, doc 4: empty.
+    path.write_text("4\n9\n5\n1 5 1\n1 2 1\n2 9 1\n2 1 2\n3 3 2\n")
+    corpus = read_uci(path)
+    assert corpus.name == "x"
+    assert docs_of(corpus) == [[8, 0, 0], [4, 1], [2, 2], []]
+    assert corpus.vocab is None
+
+
+def test_read_ldac(tmp_path):
+    path = tmp_path / "r.ldac"
+    path.write_text("2 0:1 3:2\n0\n1 2:5\n")
+    corpus = read_ldac(path)
+    assert corpus.name == "r"
+    assert corpus.vocab_size == 4  # largest id + 1 without a vocabulary
+    assert docs_of(corpus) == [[2] * 5, [0, 3, 3], []]
+    (tmp_path / "r.tokens").write_text("a\nb\nc\nd\ne\n")
+    with_vocab = load_corpus(str(path))  # finds r.tokens beside it
+    assert with_vocab.vocab == ("a", "b", "c", "d", "e")
+    assert with_vocab.vocab_size == 5
+
+
+# ---------------------------------------------------------------- malformed input
+
+UCI_BAD = [
+    ("3\nx\n5\n", 2, "header line 2"),
+    ("3\n5\n", 3, "end of file"),
+    ("", 1, "header line 1"),
+    ("2\n5\n3\n1 1 1\n1 2 1\n", 6, "NNZ=3"),
+    ("2\n5\n2\n1 1 1\n1 2 1\n2 1 1\n", 6, "only NNZ=2"),
+    ("2\n5\n2\n1 1 1\n3 2 1\n", 5, "docID 3 out of range"),
+    ("2\n5\n2\n0 1 1\n2 2 1\n", 4, "docID 0 out of range"),
+    ("2\n5\n2\n1 1 1\n2 6 1\n", 5, "wordID 6 out of range"),
+    ("2\n5\n2\n1 1 0\n2 2 1\n", 4, "count of at least 1"),
+    ("2\n5\n2\n1 1 1\n2 2 -1\n", 5, "count of at least 1"),
+    ("2\n5\n2\n1 1 1\na b c\n", 5, "expected 3 integers"),
+    ("2\n5\n2\n1 1 1\n2 2 1.0\n", 5, "expected 3 integers"),
+    ("2\n5\n2\n1 1 1\n2 2 1e3\n", 5, "expected 3 integers"),
+    ("2\n5\n2\n1 1\n2 2 1\n", 4, "expected 3 integers"),
+    ("2\n5\n2\n1 1 1 1\n2 2 1\n", 4, "expected 3 integers"),
+    ("2\n5\n2\n1 1 1\n\n2 2 1\n", 5, "expected 3 integers"),
+]
+
+
+def assert_one_line_error(excinfo, filename, line, fragment):
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert f"{filename}:{line}:" in message
+    assert fragment in message
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("text,line,fragment", UCI_BAD)
+def test_malformed_uci_names_file_and_line(tmp_path, text, line, fragment, gz):
+    path = tmp_path / f"docword.bad.txt{'.gz' if gz else ''}"
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    with pytest.raises(CorpusError) as excinfo:
+        read_uci(path)
+    assert_one_line_error(excinfo, path.name, line, fragment)
+
+
+def test_bad_line_far_into_a_large_file(tmp_path):
+    lines = [f"{d} {w} 1" for d in range(1, 1001) for w in range(1, 51)]
+    lines[31_234] = "7 8 x"
+    path = tmp_path / "docword.big.txt"
+    path.write_text(f"1000\n50\n{len(lines)}\n" + "\n".join(lines) + "\n")
+    with pytest.raises(CorpusError) as excinfo:
+        read_uci(path)
+    assert_one_line_error(excinfo, path.name, 31_234 + 4, "'7 8 x'")
+
+
+@pytest.mark.parametrize("vocab_text,line", [("a\nb\n", 3), ("a\nb\nc\nd\n", 4), ("", 1)])
+def test_vocab_with_wrong_number_of_lines(tmp_path, vocab_text, line):
+    docword = tmp_path / "docword.v.txt"
+    docword.write_text("1\n3\n1\n1 3 1\n")
+    vocab = tmp_path / "vocab.v.txt"
+    vocab.write_text(vocab_text)
+    with pytest.raises(CorpusError) as excinfo:
+        read_uci(docword, vocab)
+    assert_one_line_error(excinfo, vocab.name, line, "expected 3 lines")
+
+
+def test_truncated_gzip(tmp_path):
+    data = gzip.compress(("3\n5\n2\n1 1 1\n2 2 3\n" * 2000).encode())
+    path = tmp_path / "docword.t.txt.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorpusError, match=r"docword\.t\.txt\.gz: truncated or corrupt gzip") as excinfo:
+        read_uci(path)
+    assert "\n" not in str(excinfo.value)
+
+
+LDAC_BAD = [
+    ("2 0:1\n", 1, "n=2"),
+    ("1 0:1\n3 0:1 1:1\n", 2, "n=3"),
+    ("1 0-1\n", 1, "expected 'id:count'"),
+    ("1 0:1:2\n", 1, "expected 'id:count'"),
+    ("1 0:1\n1 2:0\n", 2, "count of at least 1"),
+    ("1 0:1\n\n1 1:1\n", 2, "expected a document"),
+    ("x 0:1\n", 1, "expected a document"),
+    ("1 -1:2\n", 1, "word id of at least 0"),
+]
+
+
+@pytest.mark.parametrize("text,line,fragment", LDAC_BAD)
+def test_malformed_ldac_names_file_and_line(tmp_path, text, line, fragment):
+    path = tmp_path / "bad.ldac"
+    path.write_text(text)
+    with pytest.raises(CorpusError) as excinfo:
+        read_ldac(path)
+    assert_one_line_error(excinfo, path.name, line, fragment)
+
+
+def test_ldac_word_id_beyond_vocabulary(tmp_path):
+    path = tmp_path / "bad.ldac"
+    path.write_text("1 0:1\n2 1:1 2:1\n")
+    vocab = tmp_path / "bad.tokens"
+    vocab.write_text("a\nb\n")
+    with pytest.raises(CorpusError) as excinfo:
+        read_ldac(path, vocab)
+    assert_one_line_error(excinfo, path.name, 2, "word id 2 out of range 0..1")
+
+
+# ---------------------------------------------------------------- real corpora and the catalogue
+
+
+@needs_shared
+def test_kos_matches_published_statistics():
+    corpus = load_corpus("kos")
+    assert corpus.stats() == {
+        "documents": 3430, "vocabulary": 6906, "tokens": 467714, "nnz": 353160,
+        "mean_length": 467714 / 3430, "max_length": 670, "empty_documents": 0,
+    }
+    assert len(corpus.vocab) == 6906
+    assert corpus.lengths.min() == 25
+    assert_sorted_longest_first(corpus)
+    entry = catalogue()["kos"]
+    assert (entry["documents"], entry["vocabulary"], entry["tokens"], entry["nnz"]) == (3430, 6906, 467714, 353160)
+
+
+@needs_shared
+def test_load_corpus_from_directory_and_path(tmp_path):
+    for f in ("docword.kos.txt.gz", "vocab.kos.txt"):
+        shutil.copy(catalogue_module.SHARED_UCI_DIR / f, tmp_path / f)
+    from_dir = load_corpus(str(tmp_path))
+    from_file = load_corpus(str(tmp_path / "docword.kos.txt.gz"))
+    assert from_dir.name == from_file.name == "kos"
+    assert from_dir.vocab is not None
+    assert_same_corpus(from_dir, from_file)
+
+
+def test_checksum_mismatch_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "docword.kos.txt.gz").write_bytes(gzip.compress(b"1\n1\n1\n1 1 1\n"))
+    (tmp_path / "vocab.kos.txt").write_text("a\n")
+    monkeypatch.setattr(catalogue_module, "CACHE_DIR", tmp_path / "empty-cache")
+    monkeypatch.setenv("BENCH_DATA_PATH", str(tmp_path))
+    with pytest.raises(CorpusError, match="sha256 .* differs from the catalogue's"):
+        fetch("kos")
+
+
+def test_fetch_refuses_a_download_without_known_hash(tmp_path, monkeypatch):
+    monkeypatch.setattr(catalogue_module, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(catalogue_module, "SHARED_UCI_DIR", tmp_path)
+    monkeypatch.delenv("BENCH_DATA_PATH", raising=False)
+    with pytest.raises(CorpusError, match="no sha256 for docword.enron.txt.gz") as excinfo:
+        fetch("enron")
+    assert "\n" not in str(excinfo.value)
+
+
+def test_unknown_name_and_scaled_real_corpus():
+    with pytest.raises(CorpusError, match=r"unknown dataset 'xyz'.*known: kos, nips, enron, nytimes, pubmed"):
+        load_corpus("xyz")
+    with pytest.raises(CorpusError, match="scale"):
+        load_corpus("kos", scale=0.5)
+
+
+def test_catalogue_entries_are_complete():
+    entries = catalogue()
+    assert {"kos", "nips", "enron", "nytimes", "pubmed", "wiki-synth", "nytimes-synth", "pubmed-synth",
+            "tiny"} <= set(entries)
+    for name, entry in entries.items():
+        assert {"kind", "description", "source", "documents", "vocabulary"} <= set(entry), name
+        if entry["kind"] == "uci":
+            for role in ("docword", "vocab"):
+                assert entry[f"{role}_url"].endswith("/bag-of-words/" + entry[role])
+                assert len(entry[f"{role}_sha256"]) in (0, 64)
+        else:
+            assert {"tokens", "max_length", "topics", "alpha", "hidden_vocabulary", "zipf_exponent"} <= set(entry)
+
+
+# ---------------------------------------------------------------- synthetic corpora
+
+
+def test_tiny_is_deterministic_and_hits_its_targets():
+    a, b = synthesize("tiny"), synthesize("tiny")
+    assert_same_corpus(a, b)
+    np.testing.assert_array_equal(a.true_theta, b.true_theta)
+    np.testing.assert_array_equal(a.true_phi, b.true_phi)
+    entry = catalogue()["tiny"]
+    assert a.num_docs == entry["documents"]
+    assert a.vocab_size == entry["vocabulary"]
+    assert a.num_tokens == entry["tokens"]
+    assert 1 <= a.lengths.min() and a.max_length <= entry["max_length"]
+    assert_sorted_longest_first(a)
+    assert a.true_theta.shape == (entry["documents"], entry["topics"])
+    assert a.true_phi.shape == (entry["vocabulary"], entry["topics"])
+    np.testing.assert_allclose(a.true_theta.sum(axis=1), 1.0)
+    np.testing.assert_allclose(a.true_phi.sum(axis=0), 1.0)
+    assert np.count_nonzero(np.bincount(a.words, minlength=a.vocab_size)) > 0.8 * a.vocab_size
+    assert not np.array_equal(synthesize("tiny", seed=1).words, a.words)
+
+
+def test_tiny_has_the_same_bytes_everywhere():
+    # The same digest came out with numpy 2.4 (Python 3.11) and numpy 2.5 (Python 3.12, GPU host).
+    # A change means another numpy, platform or generator version gives other corpora, so results
+    # measured on synthetic corpora would no longer be comparable.
+    corpus = synthesize("tiny")
+    digest = hashlib.sha256(corpus.doc_ptr.tobytes() + corpus.words.tobytes()).hexdigest()
+    assert digest == "bc066ad6ad037fbf8ece1d185e78ac214ed3e3b026a63f591a750f972e13161f"
+
+
+def test_wiki_synth_at_one_percent_hits_exact_targets():
+    corpus = load_corpus("wiki-synth", scale=0.01)
+    assert (corpus.num_docs, corpus.vocab_size, corpus.num_tokens) == (436, 373, 30727)
+    assert corpus.lengths.min() >= 1 and corpus.max_length <= 307
+    assert_sorted_longest_first(corpus)
+
+
+def test_scaled_down_max_length_stays_feasible():
+    t = synth.targets(catalogue()["tiny"], 0.004)  # 1 document, 60 tokens
+    assert (t.documents, t.tokens, t.max_length, t.vocabulary) == (1, 60, 150, 16)
+    corpus = synthesize("tiny", scale=0.004)
+    assert corpus.num_tokens == 60 and corpus.num_docs == 1
+
+
+def test_large_synthetic_corpora_are_cached(tmp_path, monkeypatch):
+    monkeypatch.setattr(synth, "CACHE_MIN_TOKENS", 0)
+    monkeypatch.setattr(synth, "CACHE_DIR", tmp_path)
+    first = synthesize("tiny")
+    (cached,) = (tmp_path / "synth").glob("tiny-scale1-seed0-v*.npz")
+    second = synthesize("tiny")
+    assert_same_corpus(first, second)
+    np.testing.assert_array_equal(first.true_theta, second.true_theta)
+    assert cached.exists()
+
+
+# ---------------------------------------------------------------- padding and held-out split
+
+
+def test_padded():
+    corpus = synthesize("tiny")
+    assert corpus.padded(1) is corpus and corpus.padded(300) is corpus
+    padded = corpus.padded(64)
+    assert padded.num_docs == 320 and padded.num_tokens == corpus.num_tokens
+    assert np.all(padded.lengths[300:] == 0)
+    np.testing.assert_array_equal(padded.true_theta[:300], corpus.true_theta)
+    np.testing.assert_allclose(padded.true_theta[300:], 1 / corpus.true_theta.shape[1])
+    assert_sorted_longest_first(padded)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.5, 1.0])
+def test_heldout_split_partitions_tokens(fraction):
+    corpus = synthesize("tiny")
+    split = corpus.heldout_split(fraction, seed=3)
+    train, observed, evaluated = split.train, split.observed, split.evaluated
+    assert observed.num_docs == evaluated.num_docs == round(fraction * corpus.num_docs)
+    assert train.num_docs + observed.num_docs == corpus.num_docs
+    held = [sorted(o + e) for o, e in zip(docs_of(observed), docs_of(evaluated))]
+    all_docs = sorted(map(sorted, docs_of(corpus)))
+    assert sorted(held + [sorted(d) for d in docs_of(train)]) == all_docs
+    np.testing.assert_array_equal(observed.lengths, (observed.lengths + evaluated.lengths) // 2)
+    for part in (train, observed, evaluated):
+        assert_sorted_longest_first(part)
+    assert train.true_theta.shape[0] == train.num_docs and observed.true_theta.shape[0] == observed.num_docs
+    again = corpus.heldout_split(fraction, seed=3)
+    assert_same_corpus(again.observed, observed)

@@ -1,0 +1,86 @@
+"""The CPU draw-z variants: identical z with dyadic weights, right distribution."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from impls.lda import drawz_cpu
+from impls.lda.verify import chi_square_p, token_probabilities, verify_point
+
+VARIANTS = list(drawz_cpu.VARIANTS)
+ISSUE_KS = list(range(1, 71)) + list(range(480, 545)) + [1024]
+
+
+@pytest.mark.parametrize("W", [8, 16, 32])
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_every_variant_gives_identical_z_with_dyadic_weights(W, precision):
+    for K in ISSUE_KS:
+        small = K > 70  # large K: fewer, shorter documents keep the test quick
+        report = verify_point(K, W, precision, seed=2024, num_warps=2 if small else 4,
+                              max_length=40 if small else 150)
+        assert report["tokens"] > 0
+        assert report["mismatches"] == {v: 0 for v in VARIANTS}, (K, report["mismatches"])
+
+
+@pytest.mark.parametrize("K", [1, 5, 31, 32, 33, 100, 1024])
+def test_draws_follow_the_exact_probabilities(K):
+    report = verify_point(K, 32, "f32", seed=7)
+    assert min(report["chi2_p"].values()) > 1e-4, report["chi2_p"]
+
+
+def _dyadic(data, K, num_docs, vocab_size, dtype):
+    ints = st.integers(0, 7)
+    theta = np.array(data.draw(st.lists(ints, min_size=num_docs * K, max_size=num_docs * K)), dtype) / 8
+    phi = np.array(data.draw(st.lists(ints, min_size=vocab_size * K, max_size=vocab_size * K)), dtype) / 8
+    return theta.reshape(num_docs, K), phi.reshape(vocab_size, K)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), K=st.integers(1, 80), W=st.sampled_from([8, 16, 32]),
+       precision=st.sampled_from([np.float32, np.float64]))
+def test_hypothesis_weights_and_lengths(data, K, W, precision):
+    num_warps = data.draw(st.integers(1, 2))
+    lengths = data.draw(st.lists(st.integers(0, 12), min_size=num_warps * W, max_size=num_warps * W))
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    vocab_size = 5
+    words = np.array(data.draw(st.lists(st.integers(0, vocab_size - 1), min_size=int(doc_ptr[-1]),
+                                        max_size=int(doc_ptr[-1]))), dtype=np.int32)
+    theta, phi = _dyadic(data, K, num_warps * W, vocab_size, precision)
+    u = np.array(data.draw(st.lists(st.integers(0, 2**20 - 1), min_size=words.size, max_size=words.size)),
+                 dtype=precision) / 2**20
+    draws = {}
+    for variant in VARIANTS:
+        z = np.full(words.size, -1, dtype=np.int32)
+        drawz_cpu.draw_z(variant, doc_ptr, words, theta, phi, u, z, W)
+        draws[variant] = z
+    for variant in VARIANTS:
+        np.testing.assert_array_equal(draws[variant], draws["alg1"], err_msg=variant)
+    assert (draws["alg1"] >= 0).all() and (draws["alg1"] < K).all()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_real_valued_weights_are_drawn_in_proportion(variant):
+    rng = np.random.default_rng(3)
+    K, W, num_docs = 40, 32, 64
+    lengths = np.sort(rng.integers(0, 200, num_docs))[::-1]
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    words = rng.integers(0, 30, int(doc_ptr[-1])).astype(np.int32)
+    theta = rng.dirichlet(np.full(K, 0.5), num_docs)
+    phi = rng.random((30, K)) ** 3
+    u = rng.random(words.size)
+    z = np.full(words.size, -1, dtype=np.int32)
+    drawz_cpu.draw_z(variant, doc_ptr, words, theta, phi, u, z, W)
+    assert chi_square_p(z, token_probabilities(doc_ptr, words, theta, phi)) > 1e-4
+
+
+def test_last_word_redrawn_by_the_master_index_is_idempotent():
+    # Lanes of short documents repeat their last token while the warp's longest
+    # document goes on; the shared uniform makes the repeat write the same z.
+    report = verify_point(48, 8, "f64", seed=11, num_warps=1, max_length=100)
+    assert report["mismatches"]["alg7"] == 0 and report["mismatches"]["alg4"] == 0
+
+
+def test_unknown_variant_is_an_error():
+    with pytest.raises(ValueError, match="unknown draw-z variant"):
+        drawz_cpu.draw_z("alg9", np.zeros(2, np.int64), np.zeros(0, np.int32), np.ones((1, 4)),
+                         np.ones((1, 4)), np.zeros(0), np.zeros(0, np.int32))

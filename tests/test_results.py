@@ -1,0 +1,194 @@
+"""Results storage (bench.results) and environment capture (bench.envinfo)."""
+
+import json
+import os
+import sys
+import types
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from bench import envinfo
+from bench.results import (
+    append_rows, is_measured, key_columns, measured_index, read_results, read_sidecar, update_sidecar,
+)
+
+
+def row(variant="alg1", K=32, repeat=0, code_version="v1", seconds=1.5, **extra):
+    return {
+        "suite": "lda", "variant": variant, "backend": "cpu", "precision": "f32", "K": K,
+        "repeat": repeat, "seconds": seconds, "draw_z_s": seconds / 2, "tokens": 1000,
+        "tokens_per_s": 1000 / seconds, "group": f"g{K}", "run_id": "r1",
+        "code_version": code_version, "timestamp": "2026-01-01T00:00:00+00:00", "machine": "m",
+        **extra,
+    }
+
+
+def test_key_columns_follow_the_generic_rule():
+    assert key_columns(row().keys()) == ["suite", "backend", "precision", "K"]
+    assert key_columns(["W", "x_gbps", "y_frac", "z_per_s", "quality"]) == ["W", "quality"]
+
+
+def test_append_creates_parents_and_writes_header_once(tmp_path):
+    path = tmp_path / "results" / "m" / "lda.csv"
+    append_rows(path, [row(repeat=0), row(repeat=1)])
+    append_rows(path, [row(repeat=2)])
+    lines = path.read_text().splitlines()
+    assert lines[0] == ",".join(row().keys())
+    assert sum(line == lines[0] for line in lines) == 1
+    df = read_results(path)
+    assert list(df["repeat"]) == [0, 1, 2]
+    assert list(df.columns) == list(row().keys())
+
+
+def test_append_nothing_creates_nothing(tmp_path):
+    append_rows(tmp_path / "x.csv", [])
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_append_follows_header_order_and_writes_numpy_scalars_as_numbers(tmp_path):
+    path = tmp_path / "r.csv"
+    append_rows(path, [row()])
+    reordered = dict(reversed(list(row(K=np.int64(64), seconds=np.float64(0.25)).items())))
+    append_rows(path, [reordered])
+    assert path.read_text().splitlines()[2].startswith("lda,alg1,cpu,f32,64,0,0.25,0.125,")
+
+
+def test_header_mismatch_names_the_columns(tmp_path):
+    path = tmp_path / "r.csv"
+    append_rows(path, [row()])
+    with pytest.raises(ValueError, match="update"):
+        append_rows(path, [row(update="dense")])
+    bad = row()
+    del bad["draw_z_s"]
+    with pytest.raises(ValueError, match="draw_z_s"):
+        append_rows(path, [bad])
+    assert len(read_results(path)) == 1
+
+
+def test_concurrent_appends_never_interleave(tmp_path):
+    path = tmp_path / "r.csv"
+
+    def work(i):
+        append_rows(path, [row(K=i, repeat=r, variant="x" * 500) for r in range(3)])
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(40)))
+    df = read_results(path)
+    assert len(df) == 120
+    assert sorted(df.groupby("K").size().unique()) == [3]
+    assert set(df["variant"]) == {"x" * 500}
+
+
+def test_torn_last_line_is_ignored_then_repaired(tmp_path):
+    path = tmp_path / "r.csv"
+    append_rows(path, [row(repeat=0), row(repeat=1)])
+    with open(path, "a") as f:
+        f.write("lda,alg1,cpu,f3")  # a writer died mid-line
+    with pytest.warns(UserWarning, match="torn"):
+        df = read_results(path)
+    assert list(df["repeat"]) == [0, 1]
+    with pytest.warns(UserWarning, match="torn"):
+        append_rows(path, [row(repeat=2)])
+    assert list(read_results(path)["repeat"]) == [0, 1, 2]
+
+
+def test_torn_header_is_replaced(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("suite,vari")
+    with pytest.warns(UserWarning, match="torn"):
+        append_rows(path, [row()])
+    assert len(read_results(path)) == 1
+
+
+def test_read_results_reads_a_directory(tmp_path):
+    append_rows(tmp_path / "a.csv", [row(K=1)])
+    append_rows(tmp_path / "b.csv", [row(K=2), row(K=3)])
+    assert sorted(read_results(tmp_path)["K"]) == [1, 2, 3]
+
+
+def test_is_measured(tmp_path):
+    path = tmp_path / "r.csv"
+    append_rows(path, [row(variant=v, K=32, repeat=r) for v in ("alg1", "alg4") for r in range(2)])
+    append_rows(path, [row(variant="alg7", K=64, code_version="old")])
+    index = measured_index(path, "v1")
+    point = {"suite": "lda", "backend": "cpu", "precision": "f32", "K": 32}
+    assert is_measured(index, point, ["alg1", "alg4"])
+    assert is_measured(index, {**point, "K": "32"}, ["alg1"])  # compared as text
+    assert is_measured(index, {**point, "K": np.int64(32)}, ["alg4"])
+    assert not is_measured(index, point, ["alg1", "alg7"])  # one variant missing
+    assert not is_measured(index, {**point, "K": 64}, ["alg7"])  # other code version
+    assert is_measured(measured_index(path, "old"), {**point, "K": 64}, ["alg7"])
+    assert not is_measured(index, {**point, "precision": "f64"}, ["alg1"])
+    assert measured_index(tmp_path / "missing.csv", "v1") == set()
+
+
+def test_sidecar_merges_and_replaces_atomically(tmp_path):
+    path = tmp_path / "m" / "lda.json"
+    assert read_sidecar(path) == {"runs": {}}
+    update_sidecar(path, "r1", {"cpu_model": "A", "argv": ["bench", "run"]})
+    update_sidecar(path, "r2", {"cpu_model": "B"})
+    update_sidecar(path, "r1", {"finished": True})
+    assert read_sidecar(path) == {
+        "runs": {"r1": {"cpu_model": "A", "argv": ["bench", "run"], "finished": True}, "r2": {"cpu_model": "B"}}
+    }
+    assert json.loads(path.read_text())["runs"]["r2"] == {"cpu_model": "B"}
+    assert os.listdir(path.parent) == ["lda.json"]  # no temporary file left
+
+
+def test_collect_env_without_gpu_or_git(tmp_path, monkeypatch):
+    monkeypatch.setattr(envinfo, "REPO_ROOT", tmp_path)  # a tree with no .git, as on the GPU machine
+    monkeypatch.setenv("PATH", "")
+    # CuPy importable but without a usable device.
+    broken_runtime = types.SimpleNamespace(getDeviceCount=lambda: (_ for _ in ()).throw(RuntimeError("no device")))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=broken_runtime)))
+    env = envinfo.collect_env(["bench", "run", "--suite", "lda"])
+    assert env["gpu_name"] is None and env["gpu_count"] is None and env["driver_version"] is None
+    assert env["git_commit"] is None and env["git_dirty"] is None
+    assert env["cpu_model"] and env["cpu_count"] >= 1
+    assert env["versions"]["numpy"] == np.__version__
+    assert env["command"] == "bench run --suite lda"
+    assert env["timestamp"].endswith("+00:00")
+    json.dumps(env)
+
+
+def test_collect_env_reads_a_gpu_through_cupy(monkeypatch):
+    runtime = types.SimpleNamespace(
+        getDeviceCount=lambda: 2,
+        getDeviceProperties=lambda dev: {"name": b"NVIDIA H100 80GB HBM3"},
+        deviceGetAttribute=lambda attr, dev: {13: 1980000, 36: 2619000}[attr],
+        runtimeGetVersion=lambda: 12080,
+        driverGetVersion=lambda: 13000,
+    )
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime)))
+    env = envinfo.collect_env([])
+    assert env["gpu_name"] == "NVIDIA H100 80GB HBM3" and env["gpu_count"] == 2
+    assert (env["gpu_sm_clock_mhz"], env["gpu_mem_clock_mhz"]) == (1980, 2619)
+    assert (env["cuda_runtime"], env["cuda_driver_api"]) == ("12.8", "13.0")
+    assert envinfo.machine_slug(env, "gpu") == "nvidia-h100-80gb-hbm3"
+
+
+def test_code_version_tracks_source_files_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(envinfo, "REPO_ROOT", tmp_path)
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "impls" / "lda").mkdir(parents=True)
+    (tmp_path / "bench" / "a.py").write_text("x = 1\n")
+    (tmp_path / "impls" / "lda" / "k.cu").write_text("__global__ void k() {}\n")
+    first = envinfo.code_version()
+    (tmp_path / "impls" / "lda" / "notes.txt").write_text("not code")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text("not measured code")
+    assert envinfo.code_version() == first
+    (tmp_path / "impls" / "lda" / "k.cu").write_text("__global__ void k() { }\n")
+    assert envinfo.code_version() != first
+    assert len(first) == 12
+
+
+def test_machine_slug():
+    env = {"cpu_model": "AMD EPYC", "cpu_count": 2, "gpu_name": None}
+    assert envinfo.machine_slug(env, "cpu") == "cpu-amd-epyc-2c"
+    intel = {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz", "cpu_count": 16}
+    assert envinfo.machine_slug(intel, "cpu") == "cpu-intel-xeon-platinum-8480-cpu-16c"
+    with pytest.raises(ValueError):
+        envinfo.machine_slug(env, "gpu")
