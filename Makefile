@@ -4,10 +4,16 @@ VENV := .venv
 BIN := $(VENV)/bin
 BENCH := $(BIN)/bench
 # The CI regression check: a small CPU sweep compared, as ratios over alg1
-# measured in the same run, with the committed baseline in .ci/baseline/.
-CI_SWEEP := --backend cpu --k 64,256,1024 --precision f32,f64 --dataset wiki-synth --scale 0.005 \
-            --iterations 2 --repeats 7 --warmup 1 --variant alg1,alg4,alg7
-CI_THRESHOLD ?= 0.10
+# measured in the same run, with the committed baseline in .ci/baseline/.  On a
+# shared 2-core machine a whole process can run slow, so both sides are measured
+# in CI_RUNS separate processes, one thread each (bench check uses the least
+# disturbed run of each point).  The threshold is 30%, not the 10% default: with
+# another job on the machine a ratio moved by up to 14% in our runs, and CI must
+# never flake; a variant twice as slow moves its ratio by 80-100%.
+CI_SWEEP := --backend cpu --k 96,320,800 --precision f32,f64 --dataset wiki-synth --scale 0.005 \
+            --iterations 2 --repeats 5 --warmup 1 --variant alg1,alg4,alg7
+CI_RUNS := 5
+CI_THRESHOLD ?= 0.30
 
 .PHONY: setup test figures sweep regression baseline kernels clean
 
@@ -29,11 +35,12 @@ sweep: setup
 
 regression: setup
 	rm -rf .ci/tmp
-	$(BENCH) sweep $(CI_SWEEP) --out .ci/tmp
+	for run in $$(seq $(CI_RUNS)); do NUMBA_NUM_THREADS=1 $(BENCH) sweep $(CI_SWEEP) --out .ci/tmp --fresh || exit 1; done
 	$(BENCH) check .ci/tmp/lda.csv --baseline .ci/baseline/lda.csv --threshold $(CI_THRESHOLD)
 
 baseline: setup
-	$(BENCH) sweep $(CI_SWEEP) --out .ci/baseline --fresh
+	rm -rf .ci/baseline
+	for run in $$(seq $(CI_RUNS)); do NUMBA_NUM_THREADS=1 $(BENCH) sweep $(CI_SWEEP) --out .ci/baseline --fresh || exit 1; done
 
 # Every CUDA kernel must build (PTX for sm_90) even where there is no GPU.
 kernels:

@@ -2,8 +2,12 @@
 
 Ratios are taken within one file between rows measured in the same run, group and
 repeat (interleaved, so machine drift cancels), which makes files from different
-machines or days comparable. The verdict follows asv's rule: a change counts only when
-it is both larger than the threshold and significant (two-sided Mann-Whitney U).
+machines or days comparable. Every run of a point measured with the point's latest code
+version counts: a run is one process, and on a shared machine a whole process can be
+slowed (by up to 1.6x on the 2-core CI machines), so a point's ratio is the median over
+its repeats in the least disturbed run (the smallest run median). The verdict follows
+asv's rule: a change counts only when it is both larger than the threshold and
+significant (two-sided Mann-Whitney U on the per-repeat ratios of all those runs).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import pandas as pd
 from rich.table import Table
 from scipy.stats import mannwhitneyu
 
-from bench.results import key_columns, latest_runs
+from bench.results import key_columns
 
 VERDICT_STYLES = {"SLOWER": "bold red", "FASTER": "bold green", "SAME": "dim"}
 STAT_COLUMNS = ("base_ratio", "new_ratio", "change", "p_value", "verdict", "n_base", "n_new")
@@ -25,7 +29,7 @@ def _ratios(df: pd.DataFrame, reference: str, column: str, side: str) -> pd.Data
         raise ValueError(
             f"{side}: reference variant {reference!r} not found (variants: {sorted(set(df['variant']))})"
         )
-    df = latest_runs(df)
+    df = _latest_code(df)
     pairing = [*key_columns(df.columns), "run_id", "group", "repeat"]
     if df.duplicated([*pairing, "variant"]).any():
         raise ValueError(f"{side}: several rows share one (point, run_id, group, repeat, variant)")
@@ -33,7 +37,20 @@ def _ratios(df: pd.DataFrame, reference: str, column: str, side: str) -> pd.Data
     ratios = wide.drop(columns=reference).div(wide[reference], axis=0)
     # A row whose partner is missing gives NaN and is dropped here.
     long = ratios.stack().dropna().rename("ratio").reset_index()
-    return long.drop(columns=["run_id", "group", "repeat"])
+    return long.drop(columns=["group", "repeat"])
+
+
+def _latest_code(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each point measured with the code version of its newest row."""
+    keys = key_columns(df.columns)
+    newest = df.sort_values("timestamp").groupby(keys, dropna=False)["code_version"].last()
+    current = df.set_index(keys).index.map(newest.to_dict()) if keys else newest.iloc[-1]
+    return df[df["code_version"].to_numpy() == np.asarray(current)]
+
+
+def _least_disturbed(ratios: pd.DataFrame) -> float:
+    """The smallest per-run median ratio: the run that other load slowed least."""
+    return ratios.groupby("run_id")["ratio"].median().min()
 
 
 def _describe(values: pd.DataFrame, keys: list[str]) -> dict[str, set[str]]:
@@ -59,9 +76,10 @@ def compare(
 ) -> pd.DataFrame:
     """One row per (key values, variant != reference) present in both files.
 
-    Columns: the keys, variant, base_ratio and new_ratio (medians of the per-repeat
-    ratios), change (new_ratio / base_ratio), p_value, verdict (FASTER/SLOWER/SAME),
-    n_base, n_new. Only the latest run of each point in each file is used.
+    Columns: the keys, variant, base_ratio and new_ratio (the smallest per-run median
+    of the per-repeat ratios), change (new_ratio / base_ratio), p_value, verdict
+    (FASTER/SLOWER/SAME), n_base, n_new (ratios pooled over the runs of the point's
+    latest code version).
     """
     keys = key_columns(new.columns)
     if set(keys) != set(key_columns(base.columns)):
@@ -69,29 +87,31 @@ def compare(
             f"NEW and BASE have different key columns: NEW {sorted(keys)} vs BASE {sorted(key_columns(base.columns))}"
         )
     by = [*keys, "variant"]
-    per_point = {
-        side: _ratios(df, reference, column, side.upper()).groupby(by, dropna=False)["ratio"].agg(list)
+    grouped = {
+        side: dict(iter(_ratios(df, reference, column, side.upper()).groupby(by, dropna=False)))
         for side, df in (("base", base), ("new", new))
     }
-    paired = pd.concat(per_point, axis=1, join="inner")
-    if paired.empty:
-        raise _nothing_matches(per_point["new"].index.to_frame(), per_point["base"].index.to_frame(), keys)
+    common = [key for key in grouped["new"] if key in grouped["base"]]
+    if not common:
+        raise _nothing_matches(*(pd.DataFrame(list(grouped[side]), columns=by) for side in ("new", "base")), keys)
 
-    stats = []
-    for base_r, new_r in zip(paired["base"], paired["new"]):
-        change = np.median(new_r) / np.median(base_r)
-        p_value = mannwhitneyu(base_r, new_r, alternative="two-sided").pvalue
+    rows = []
+    for key in common:
+        base_r, new_r = grouped["base"][key], grouped["new"][key]
+        base_ratio, new_ratio = _least_disturbed(base_r), _least_disturbed(new_r)
+        change = new_ratio / base_ratio
+        p_value = mannwhitneyu(base_r["ratio"], new_r["ratio"], alternative="two-sided").pvalue
         if change > 1 + threshold and p_value < alpha:
             verdict = "SLOWER"
         elif change < 1 / (1 + threshold) and p_value < alpha:
             verdict = "FASTER"
         else:
             verdict = "SAME"
-        stats.append({
-            "base_ratio": np.median(base_r), "new_ratio": np.median(new_r), "change": change,
+        rows.append({
+            **dict(zip(by, key)), "base_ratio": base_ratio, "new_ratio": new_ratio, "change": change,
             "p_value": p_value, "verdict": verdict, "n_base": len(base_r), "n_new": len(new_r),
         })
-    result = pd.concat([paired.index.to_frame(index=False), pd.DataFrame(stats)], axis=1)
+    result = pd.DataFrame(rows)
     result.attrs.update(reference=reference, column=column, threshold=threshold, alpha=alpha)
     return result
 

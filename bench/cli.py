@@ -24,7 +24,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Re-measure GPU papers on sampling from discrete distributions and topic models.")
 data_app = typer.Typer(no_args_is_help=True, help="Corpora: list, info, fetch, synth.")
 app.add_typer(data_app, name="data")
-out = Console()
+# Wide when writing to a log or pipe, so tables are not squeezed to 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 SuiteOpt = typer.Option("lda", "--suite", help="Suite to run (see `bench list`).")
@@ -65,8 +66,12 @@ def sweep(
         raise BenchError("--repeats must be >= 1 and --warmup >= 0")
     if out_dir is None:
         out_dir = RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), backend)
-    err.print(f"{len(points)} points x {len(variants)} variants x {repeats} repeats on {backend}; "
-              f"{defaults.note}" + ("" if all(v is None for v in (dataset, scale, iterations)) else " (overridden)"))
+    constant = {key: value for key, value in points[0].items()
+                if key not in ("suite", "backend") and all(p[key] == value for p in points)}
+    err.print(f"{len(points)} points x {len(variants)} variants x {repeats} repeats on {backend}, "
+              + " ".join(f"{key}={value}" for key, value in constant.items()))
+    if all(v is None for v in (dataset, scale, iterations)):
+        err.print(defaults.note)
     settings = harness.SweepSettings(variants, repeats, warmup, backend, out_dir, fresh)
     raise typer.Exit(harness.sweep(chosen, points, settings))
 

@@ -99,6 +99,12 @@ def _git(*args: str) -> str | None:
     return _probe(_command, "git", "-C", str(REPO_ROOT), *args)
 
 
+def _numba_threads() -> int:
+    import numba
+
+    return numba.config.NUMBA_NUM_THREADS
+
+
 def collect_env(argv: list[str]) -> dict:
     """A JSON-ready description of this machine, its software and the code being run."""
     commit = _git("rev-parse", "HEAD")
@@ -107,6 +113,8 @@ def collect_env(argv: list[str]) -> dict:
     return {
         "cpu_model": _probe(_cpu_model) or platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
+        # The CPU backend's parallel loops use this many threads (NUMBA_NUM_THREADS).
+        "numba_threads": _probe(_numba_threads),
         "os": platform.platform(),
         "kernel": platform.release(),
         "python": platform.python_version(),

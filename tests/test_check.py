@@ -80,13 +80,26 @@ def test_small_changes_are_same_even_when_significant():
     assert set(shifted["verdict"]) == {"SAME"}
 
 
-def test_only_latest_run_per_point_counts():
-    old_slow = results({"alg4": 1.2}, seed=1, run_id="old", day=1)
+def test_runs_of_older_code_are_ignored():
+    old_slow = results({"alg4": 1.2}, seed=1, run_id="old", day=1).assign(code_version="old")
     current = results({"alg4": 0.6}, seed=2, run_id="cur", day=2)
     base = pd.concat([current, old_slow])  # file order must not matter
     result = compare(results({"alg4": 0.6}, seed=3), base, "alg1")
     assert set(result["verdict"]) == {"SAME"}
     assert np.allclose(result["base_ratio"], 0.6, rtol=0.05)
+
+
+def test_a_disturbed_run_does_not_make_a_regression():
+    # Runs of the same code are pooled; a run slowed as a whole (another process on
+    # the machine) must not be mistaken for a slower variant.
+    base = pd.concat([results({"alg4": 0.6}, seed=s, run_id=f"b{s}") for s in range(3)])
+    disturbed = results({"alg4": 0.6 * 1.6}, seed=10, run_id="n0")
+    new = pd.concat([disturbed, *(results({"alg4": 0.6}, seed=s, run_id=f"n{s}") for s in (11, 12))])
+    result = compare(new, base, "alg1")
+    assert set(result["verdict"]) == {"SAME"}
+    assert (result["n_new"] == 3 * REPEATS).all()
+    slower = pd.concat([results({"alg4": 1.2}, seed=s, run_id=f"n{s}") for s in (20, 21, 22)])
+    assert set(compare(slower, base, "alg1")["verdict"]) == {"SLOWER"}
 
 
 def test_rows_without_partner_are_dropped():
