@@ -1,0 +1,104 @@
+"""GPU (CUDA, through CuPy) versions of the butterfly paper's draw-z step.
+
+draw_z_gpu has the meaning of drawz_cpu.draw_z, on CuPy device arrays, with
+W = 32 (the warp).  The kernels, in kernels/drawz.cu, do the arithmetic of
+their CPU twins in the same order, so with dyadic weights every variant returns
+z identical to the CPU reference, and with any weights a variant returns its
+CPU twin's z.
+
+CuPy is imported inside the functions: importing this module needs no GPU.
+"""
+
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from impls.lda.drawz_cpu import VARIANTS
+
+KERNEL_SOURCE = Path(__file__).parent / "kernels" / "drawz.cu"
+W = 32
+KMAX_LOCAL = 1024  # per-lane arrays up to this K live in local memory
+BLOCK = 64  # threads per block: two warps; every variant runs one thread per document
+STORAGES = ("auto", "local", "global")
+_KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7"}
+_PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+_ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2}  # per-lane arrays: p (and theta_local)
+
+
+@cache
+def module():
+    """The compiled kernels (compiled once per process; CuPy also caches on disk)."""
+    import cupy
+
+    return cupy.RawModule(code=KERNEL_SOURCE.read_text(),
+                          options=("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}"))
+
+
+@cache
+def kernel(name: str):
+    """One kernel of the module (a cupy RawKernel), by name."""
+    return module().get_function(name)
+
+
+def kernel_name(variant: str, precision: str, storage: str) -> str:
+    """Name of the kernel for a variant, "f32"/"f64" and "local"/"global"."""
+    return f"drawz_{_KERNEL[variant]}_{precision}" + ("_global" if storage == "global" else "")
+
+
+def kernel_names() -> list[str]:
+    return [kernel_name(v, p, s) for s in ("local", "global") for p in ("f32", "f64") for v in _KERNEL]
+
+
+def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto"):
+    """Draw z for every token with the named variant, on the GPU.
+
+    doc_ptr int64[M+1], words int32[T], theta [M, K], phi [V, K] and u [T] of
+    one float dtype (the precision), z int32[T] written in place: CuPy arrays,
+    C-contiguous.  M must be a multiple of 32 for alg4 and alg7 (pad with
+    empty documents).  storage: "local" keeps each lane's p (and theta_local)
+    in local memory, for K <= KMAX_LOCAL; "global" in a scratch buffer
+    allocated here, for any K; "auto" picks local when it can.  The launch is
+    asynchronous (current stream); word ids and doc_ptr are not checked, as
+    that would need a copy to the host."""
+    import cupy
+
+    if W != 32:
+        raise ValueError(f"the GPU draw-z kernels use the hardware warp: W must be 32, got {W}")
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown draw-z variant {variant!r}; known: {', '.join(VARIANTS)}")
+    if storage not in STORAGES:
+        raise ValueError(f"unknown storage {storage!r}; known: {', '.join(STORAGES)}")
+    arrays = {"doc_ptr": doc_ptr, "words": words, "theta": theta, "phi": phi, "u": u, "z": z}
+    for name, a in arrays.items():
+        if not isinstance(a, cupy.ndarray) or not a.flags.c_contiguous:
+            raise TypeError(f"{name} must be a C-contiguous CuPy array")
+    dtype = theta.dtype
+    if dtype not in _PRECISION or phi.dtype != dtype or u.dtype != dtype:
+        raise TypeError(f"theta, phi and u must share one dtype, float32 or float64; got "
+                        f"{theta.dtype}, {phi.dtype}, {u.dtype}")
+    if doc_ptr.dtype != np.int64 or words.dtype != np.int32 or z.dtype != np.int32:
+        raise TypeError("doc_ptr must be int64, words and z int32")
+    if theta.ndim != 2 or phi.ndim != 2 or phi.shape[1] != theta.shape[1]:
+        raise ValueError(f"theta [M, K] and phi [V, K] disagree: {theta.shape}, {phi.shape}")
+    M, K = theta.shape
+    if K < 1 or doc_ptr.shape != (M + 1,) or words.ndim != 1 or u.shape != words.shape or z.shape != words.shape:
+        raise ValueError(f"shapes: doc_ptr {doc_ptr.shape}, words {words.shape}, u {u.shape}, z {z.shape} "
+                         f"for theta {theta.shape}")
+    if variant in ("alg4", "alg7") and M % W:
+        raise ValueError(f"{variant} processes whole warps: pad the documents to a multiple of {W} (M = {M})")
+    if M >= 2**31 or K >= 2**31:
+        raise ValueError(f"M = {M} or K = {K} too large for the kernels' 32-bit counts")
+    if storage == "auto":
+        storage = "local" if K <= KMAX_LOCAL else "global"
+    if storage == "local" and K > KMAX_LOCAL:
+        raise ValueError(f"storage='local' holds K <= {KMAX_LOCAL}; K = {K}: use 'global'")
+    if M == 0:
+        return
+    grid = -(-M // BLOCK)
+    if storage == "global":
+        scratch = cupy.empty(_ARRAYS[variant] * K * grid * BLOCK, dtype=dtype)
+    else:
+        scratch = np.uint64(0)  # a null pointer: the local-memory kernels ignore it
+    launch = kernel(kernel_name(variant, _PRECISION[dtype], storage))
+    launch((grid,), (BLOCK,), (doc_ptr, words, theta, phi, u, z, np.int32(M), np.int32(K), scratch))

@@ -1,0 +1,380 @@
+// Draw z for every token of an LDA model: the butterfly paper's Algorithms 1-10
+// (Steele and Tristan, PPoPP 2017) as CUDA kernels, W = 32.
+//
+// The specification is impls/lda/drawz_cpu.py: every kernel here performs the
+// same arithmetic, in the same order and in the same type T, as the CPU
+// variant of the same name, so with dyadic weights every kernel returns the
+// identical z, and with any weights a kernel returns the z of its own CPU twin.
+// Each token t of document m gets the smallest k with
+// u[t] * sum < p[k] (p the prefix sums of theta[m, k] * phi[words[t], k]),
+// or K-1 when there is none.
+//
+// Products use __fmul_rn/__dmul_rn: these are never contracted with the
+// following addition into an FMA, so products and sums are rounded separately,
+// as on the CPU.
+//
+// Per-lane arrays (theta_local and p, K values each) live in one of two stores:
+//   LocalStore  - a fixed array of DRAWZ_KMAX_LOCAL values in local memory.
+//                 Every index a warp uses at once here is the same in all
+//                 lanes except in the searches, and local memory interleaves
+//                 the lanes' words, so such an access is one coalesced
+//                 transaction with no bank conflicts to design around.  Shared
+//                 memory cannot hold theta_local at large K: 32 lanes x 1024 x
+//                 8 bytes is 256 KB, more than an SM has.
+//   GlobalStore - the same layout made explicit in a device scratch buffer
+//                 (value k of thread i at scratch[k * threads + i]), for any K,
+//                 in particular K > DRAWZ_KMAX_LOCAL.
+// The register array a[32] of Algorithms 4 and 7 is only indexed with
+// compile-time constants (every loop over it is unrolled), so it stays in
+// registers: the stack frame of a LocalStore kernel is exactly its stores.
+//
+// Kernels (extern "C", loaded by impls/lda/drawz_gpu.py):
+//   drawz_{alg1,alg1_linear,alg4,alg7}_{f32,f64}[_global]
+// all with the parameters
+//   (doc_ptr int64[M+1], words int32[T], theta T[M,K], phi T[V,K], u T[T],
+//    z int32[T] (output), M, K, scratch T* (GlobalStore only; else unused)),
+// launched with one thread per document (M threads); alg4/alg7 need M to be a
+// multiple of 32 and whole warps, so blockDim.x must be a multiple of 32.
+
+#ifndef DRAWZ_KMAX_LOCAL
+#define DRAWZ_KMAX_LOCAL 1024
+#endif
+
+namespace drawz {
+
+constexpr int W = 32;
+constexpr unsigned FULL = 0xffffffffu;
+
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+// ---------------------------------------------------------------- stores
+
+template <typename T>
+struct LocalStore {
+    T v[DRAWZ_KMAX_LOCAL];
+    __device__ LocalStore(T*, int, int) {}
+    __device__ __forceinline__ T& operator[](int k) { return v[k]; }
+};
+
+template <typename T>
+struct GlobalStore {
+    T* base;
+    long long stride;
+    // Array `which` (0 or 1) of this thread: consecutive threads hold
+    // consecutive addresses, so a warp's same-index accesses coalesce.
+    __device__ GlobalStore(T* scratch, int which, int K) {
+        stride = (long long)gridDim.x * blockDim.x;
+        base = scratch + (long long)which * K * stride + (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    }
+    __device__ __forceinline__ T& operator[](int k) { return base[k * stride]; }
+};
+
+// ---------------------------------------------------------------- shared pieces
+
+// Algorithm 3 on p[lo..hi]: smallest index with target < p[index], or hi.
+template <typename T, class Store>
+__device__ int binary_search(Store& p, int lo, int hi, T target) {
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (target < p[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+// ---------------------------------------------------------------- Algorithm 1
+
+// One document per thread: products and the full prefix sum into p, then the
+// binary search of Algorithm 3 or, when LINEAR, the linear search of Algorithm 2.
+template <typename T, class Store, bool LINEAR>
+__device__ void alg1(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
+                     const T* u, int* z, int M, int K, T* scratch) {
+    const long long m = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= M) return;  // no shuffles here, so surplus threads may leave
+    Store p(scratch, 0, K);
+    const T* theta_m = theta + m * K;
+    for (long long t = doc_ptr[m]; t < doc_ptr[m + 1]; ++t) {
+        const T* phi_c = phi + (long long)words[t] * K;
+        T total = 0;
+        for (int k = 0; k < K; ++k) {
+            total += mul_rn(theta_m[k], phi_c[k]);
+            p[k] = total;
+        }
+        const T target = total * u[t];
+        int j;
+        if (LINEAR) {
+            j = 0;
+            while (j < K - 1 && target >= p[j]) ++j;
+        } else {
+            j = binary_search(p, 0, K - 1, target);
+        }
+        z[t] = j;
+    }
+}
+
+// ---------------------------------------------------------------- Algorithms 4-10
+
+// The state of one lane of a warp that owns documents 32q .. 32q+31.
+struct Lane {
+    int lane;          // r
+    long long warp;    // q
+    long long first;   // first token of this lane's document m = 32q + r
+    int n;             // its length (0 for a padding document)
+    int longest;       // the master index's bound: the warp's longest document
+};
+
+// Algorithm 5: the remnant as is, then W x W blocks by transposed access, so
+// lane r holds theta[32q + k, j + r] at theta_local[j + k]: in each block the
+// 32 lanes read 32 consecutive values of one theta row (coalesced).
+template <typename T, class Store>
+__device__ void cache_theta(const Lane& L, const T* theta, int K, int R, Store& theta_local) {
+    const T* own = theta + (L.warp * W + L.lane) * K;
+    for (int j = 0; j < R; ++j) theta_local[j] = own[j];
+    const T* rows = theta + L.warp * W * K + L.lane;
+    for (int j = R; j < K; j += W) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) theta_local[j + k] = rows[(long long)k * K + j];
+    }
+}
+
+// Master-index idiom (Algorithm 4 lines 10-12): on step imaster lane r works
+// on token min(imaster, n-1) of its document, repeating its last token once
+// the document is done (same word, same uniform: the same z is rewritten).  A
+// padding document's lane joins every shuffle with word 0 and writes nothing
+// (token -1).
+__device__ __forceinline__ long long lane_token(const Lane& L, int imaster) {
+    return L.n > 0 ? L.first + min(imaster, L.n - 1) : -1;
+}
+
+// Remnant topics 0..R-1 (Algorithm 6 lines 7-9): per lane, not transposed.
+template <typename T, class Store>
+__device__ T remnant_sums(Store& theta_local, const T* phi_c, int R, Store& p) {
+    T s = 0;
+    for (int j = 0; j < R; ++j) {
+        s += mul_rn(theta_local[j], phi_c[j]);
+        p[j] = s;
+    }
+    return s;
+}
+
+// Transposed read of one W x W block of phi: lane r reads phi[c_k, j + r] for
+// k = 0..31 (each a coalesced row segment; 32 independent loads in flight)
+// and holds in a[k] the product for document k of the warp and topic j + r.
+template <typename T, class Store>
+__device__ __forceinline__ void block_products(Store& theta_local, const T* phi, const int (&c_warp)[W],
+                                               int K, int j, int lane, T (&a)[W]) {
+#pragma unroll
+    for (int k = 0; k < W; ++k)
+        a[k] = mul_rn(theta_local[j + k], phi[(long long)c_warp[k] * K + j + lane]);
+}
+
+// Figure 2, round BIT of the register transpose: registers k and k^BIT are
+// exchanged between lanes r and r^BIT wherever bit BIT of r and of k differ.
+// W/2 shuffles; after the rounds for BIT = 1, 2, ..., 16, lane r holds in a[k]
+// the product for its own document and topic j + k.
+template <int BIT, typename T>
+__device__ __forceinline__ void transpose_round(T (&a)[W], int lane) {
+    const bool upper = lane & BIT;
+#pragma unroll
+    for (int k0 = 0; k0 < W; ++k0) {
+        if (k0 & BIT) continue;  // pairs (k0, k0 | BIT) with the bit clear in k0
+        const int k1 = k0 | BIT;
+        const T recv = __shfl_xor_sync(FULL, upper ? a[k0] : a[k1], BIT);
+        if (upper)
+            a[k0] = recv;
+        else
+            a[k1] = recv;
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void register_transpose(T (&a)[W], int lane) {
+    transpose_round<1>(a, lane);
+    transpose_round<2>(a, lane);
+    transpose_round<4>(a, lane);
+    transpose_round<8>(a, lane);
+    transpose_round<16>(a, lane);
+}
+
+// Algorithm 8 lines 13-23, step BIT: W / (2 BIT) butterflies, one shuffle each.
+template <int BIT, typename T, class Store>
+__device__ __forceinline__ void butterfly_step(T (&a)[W], int lane, int j, Store& p) {
+    const bool upper = lane & BIT;
+#pragma unroll
+    for (int i = 0; i < W / (2 * BIT); ++i) {
+        const int d = 2 * BIT * i + BIT - 1;
+        const T v = __shfl_xor_sync(FULL, upper ? a[d] : a[d + BIT], BIT);
+        if (upper) a[d] = a[d + BIT];
+        a[d + BIT] = a[d] + v;
+        p[j + d] = a[d];
+    }
+}
+
+// The butterfly-patterned table of one block with W - 1 shuffles; a[W-1] ends
+// as this lane's block total, which extends the running sum (line 24).
+template <typename T, class Store>
+__device__ __forceinline__ void butterfly_table(T (&a)[W], int lane, int j, Store& p, T& total) {
+    butterfly_step<1>(a, lane, j, p);
+    butterfly_step<2>(a, lane, j, p);
+    butterfly_step<4>(a, lane, j, p);
+    butterfly_step<8>(a, lane, j, p);
+    butterfly_step<16>(a, lane, j, p);
+    total += a[W - 1];
+    p[j + W - 1] = total;
+}
+
+// Algorithm 10: search the block starting at block_base.  lowValue/highValue
+// are true prefix sums bracketing the lane's range; each midpoint is built
+// from a tree node that another lane's table holds, fetched by two shuffles
+// (the lane mask of the second varies per lane: the source lane is computed
+// per thread, as the paper's code needs).  Every lane of the warp takes part.
+template <typename T, class Store>
+__device__ int butterfly_search(Store& p, int lane, int block_base, T target) {
+    T low = block_base > 0 ? p[block_base - 1] : T(0);
+    T high = p[block_base + W - 1];
+    int flip = 0;
+#pragma unroll
+    for (int bit = W / 2; bit >= 1; bit /= 2) {
+        const int mask = ((W - 1) * (2 * bit)) & (W - 1);
+        T y = 0;
+#pragma unroll
+        for (int d = bit - 1; d < W; d += 2 * bit) {
+            const int him = (d & mask) + (lane & ~mask);
+            const int his_base = __shfl_sync(FULL, block_base, him);
+            const T fetched = __shfl_xor_sync(FULL, p[his_base + d], flip);
+            if (((lane ^ d) & mask) == 0) y = fetched;
+        }
+        const T compare = (lane & bit) ? high - y : low + y;
+        if (target < compare) {
+            high = compare;
+            flip ^= bit & lane;
+        } else {
+            low = compare;
+            flip ^= bit & ~lane;
+        }
+    }
+    return block_base + (flip ^ lane);
+}
+
+// Common set-up of a warp kernel.  Returns false for a warp past the last one
+// (the whole warp leaves together, so no shuffle loses a lane).
+__device__ __forceinline__ bool warp_setup(const long long* doc_ptr, int M, Lane& L) {
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    L.lane = threadIdx.x % W;
+    L.warp = thread / W;
+    if (L.warp >= M / W) return false;
+    const long long m = L.warp * W + L.lane;
+    L.first = doc_ptr[m];
+    L.n = (int)(doc_ptr[m + 1] - L.first);
+    L.longest = __reduce_max_sync(FULL, L.n);
+    return true;
+}
+
+// Algorithm 4 with Algorithms 5 and 6: coalesced W x W block reads, the
+// register transpose of Figure 2, a running sum per lane into p, binary search.
+template <typename T, class Store>
+__device__ void alg4(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
+                     const T* u, int* z, int M, int K, T* scratch) {
+    Lane L;
+    if (!warp_setup(doc_ptr, M, L)) return;
+    const int R = K % W;
+    Store theta_local(scratch, 0, K);
+    Store p(scratch, 1, K);
+    cache_theta(L, theta, K, R, theta_local);
+    for (int imaster = 0; imaster < L.longest; ++imaster) {
+        const long long t = lane_token(L, imaster);
+        const int c = t >= 0 ? words[t] : 0;
+        int c_warp[W];  // every lane's word (Algorithm 6 lines 2-4), in registers
+#pragma unroll
+        for (int k = 0; k < W; ++k) c_warp[k] = __shfl_sync(FULL, c, k);
+        T total = remnant_sums(theta_local, phi + (long long)c * K, R, p);
+        for (int j = R; j < K; j += W) {
+            T a[W];
+            block_products(theta_local, phi, c_warp, K, j, L.lane, a);
+            register_transpose(a, L.lane);
+            T s = total;
+#pragma unroll
+            for (int k = 0; k < W; ++k) {
+                s += a[k];
+                p[j + k] = s;
+            }
+            total = s;
+        }
+        if (t >= 0) z[t] = binary_search(p, 0, K - 1, total * u[t]);
+    }
+}
+
+// Algorithm 7 with Algorithms 5, 8, 9 and 10: butterfly-patterned partial sums
+// built in registers, searched with lowValue/highValue/flip; the remnant (at
+// the front) searched linearly.
+template <typename T, class Store>
+__device__ void alg7(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
+                     const T* u, int* z, int M, int K, T* scratch) {
+    Lane L;
+    if (!warp_setup(doc_ptr, M, L)) return;
+    const int R = K % W;
+    const int blocks = K / W;
+    Store theta_local(scratch, 0, K);
+    Store p(scratch, 1, K);
+    cache_theta(L, theta, K, R, theta_local);
+    for (int imaster = 0; imaster < L.longest; ++imaster) {
+        const long long t = lane_token(L, imaster);
+        const int c = t >= 0 ? words[t] : 0;
+        int c_warp[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) c_warp[k] = __shfl_sync(FULL, c, k);
+        T total = remnant_sums(theta_local, phi + (long long)c * K, R, p);
+        for (int j = R; j < K; j += W) {
+            T a[W];
+            block_products(theta_local, phi, c_warp, K, j, L.lane, a);
+            butterfly_table(a, L.lane, j, p, total);
+        }
+        // Algorithm 9: binary search over the blocks' last entries (true
+        // prefix sums), then the butterfly search inside the chosen block.
+        const T target = total * (t >= 0 ? u[t] : T(0));
+        int lo = 0, hi = blocks - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (target < p[mid * W + R + W - 1])
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        const int block_base = R + lo * W;
+        int result = K - 1;
+        if (blocks > 0) result = butterfly_search(p, L.lane, block_base, target);
+        if (block_base > 0 && target < p[block_base - 1]) {
+            for (int i = 0; i < R; ++i) {  // not in a block after all: the remnant
+                if (target < p[i]) {
+                    result = i;
+                    break;
+                }
+            }
+        }
+        if (t >= 0) z[t] = result;
+    }
+}
+
+}  // namespace drawz
+
+// ---------------------------------------------------------------- entry points
+
+#define DRAWZ_KERNEL(NAME, T, BODY)                                                                   \
+    extern "C" __global__ void NAME(const long long* doc_ptr, const int* words, const T* theta,      \
+                                    const T* phi, const T* u, int* z, int M, int K, T* scratch) {    \
+        BODY(doc_ptr, words, theta, phi, u, z, M, K, scratch);                                       \
+    }
+
+#define DRAWZ_KERNELS(SUFFIX, STORE, T)                                                               \
+    DRAWZ_KERNEL(drawz_alg1_##SUFFIX, T, (drawz::alg1<T, drawz::STORE<T>, false>))                  \
+    DRAWZ_KERNEL(drawz_alg1_linear_##SUFFIX, T, (drawz::alg1<T, drawz::STORE<T>, true>))            \
+    DRAWZ_KERNEL(drawz_alg4_##SUFFIX, T, (drawz::alg4<T, drawz::STORE<T>>))                         \
+    DRAWZ_KERNEL(drawz_alg7_##SUFFIX, T, (drawz::alg7<T, drawz::STORE<T>>))
+
+DRAWZ_KERNELS(f32, LocalStore, float)
+DRAWZ_KERNELS(f64, LocalStore, double)
+DRAWZ_KERNELS(f32_global, GlobalStore, float)
+DRAWZ_KERNELS(f64_global, GlobalStore, double)

@@ -1,0 +1,145 @@
+"""The GPU draw-z kernels against the CPU reference (needs CuPy and a GPU).
+
+With dyadic weights every partial sum is exact, so every GPU variant must give
+z identical to drawz_cpu's alg1; with real-valued weights each GPU variant does
+its CPU twin's arithmetic in the same order, so it must give that twin's z.
+The output is poisoned with -1 before every launch, so an unwritten token shows.
+"""
+
+import numpy as np
+import pytest
+
+from impls.lda import drawz_cpu, drawz_gpu
+from impls.lda.model import PRECISIONS
+from impls.lda.verify import chi_square_p, dyadic_problem, token_probabilities
+
+pytestmark = pytest.mark.gpu
+
+W = 32
+GPU_VARIANTS = list(drawz_cpu.VARIANTS)
+_sample = np.random.default_rng(2025).choice(np.arange(131, 480), 16, replace=False).tolist() + \
+    np.random.default_rng(2026).choice(np.arange(545, 1000), 16, replace=False).tolist()
+K_GROUPS = {
+    "1-130": list(range(1, 131)),
+    "480-544": list(range(480, 545)),
+    "1000-1030": list(range(1000, 1031)),
+    "random": sorted(_sample),  # seeded sample of the Ks up to 1024 not listed above
+}
+
+
+def _storages(K):
+    return ("local", "global") if K <= drawz_gpu.KMAX_LOCAL else ("global",)
+
+
+def _to_device(*arrays):
+    import cupy
+
+    return [cupy.asarray(a) for a in arrays]
+
+
+def _draw_gpu(variant, problem, storage="auto"):
+    """z from one GPU launch on a poisoned output, copied back to the host."""
+    import cupy
+
+    d_doc_ptr, d_words, d_theta, d_phi, d_u = problem
+    z = cupy.full(d_words.size, -1, dtype=cupy.int32)
+    drawz_gpu.draw_z_gpu(variant, d_doc_ptr, d_words, d_theta, d_phi, d_u, z, W, storage=storage)
+    cupy.cuda.get_current_stream().synchronize()
+    return cupy.asnumpy(z)
+
+
+def _draw_cpu(variant, doc_ptr, words, theta, phi, u):
+    z = np.full(words.size, -1, dtype=np.int32)
+    drawz_cpu.draw_z(variant, doc_ptr, words, theta, phi, u, z, W)
+    assert (z >= 0).all()
+    return z
+
+
+@pytest.mark.parametrize("group", list(K_GROUPS))
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_every_gpu_variant_matches_the_cpu_reference_on_dyadic_weights(precision, group):
+    pytest.importorskip("cupy")
+    failures = []
+    for K in K_GROUPS[group]:
+        rng = np.random.default_rng([2024, K, 0 if precision == "f32" else 1])
+        host = dyadic_problem(K, W, precision, rng, num_warps=2 + K % 3, max_length=40)
+        doc_ptr, words, theta, phi, u = host
+        assert words.size > 0
+        reference = _draw_cpu("alg1", *host)
+        device = _to_device(*host)
+        for variant in GPU_VARIANTS:
+            for storage in _storages(K):
+                z = _draw_gpu(variant, device, storage)
+                unwritten = int(np.count_nonzero(z < 0))
+                mismatches = int(np.count_nonzero(z != reference))
+                if unwritten or mismatches:
+                    failures.append((K, variant, storage, unwritten, mismatches, words.size))
+    assert not failures, f"(K, variant, storage, unwritten, mismatches, tokens): {failures[:20]}"
+
+
+def _real_problem(K, precision, seed, num_docs=256, vocab_size=300, max_length=200):
+    """Real-valued weights (Dirichlet theta, skewed phi), some empty documents."""
+    rng = np.random.default_rng([seed, K])
+    dtype = PRECISIONS[precision]
+    lengths = np.sort(rng.integers(0, max_length + 1, num_docs))[::-1]
+    lengths[rng.random(num_docs) < 0.05] = 0
+    lengths = np.sort(lengths)[::-1]
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    words = rng.integers(0, vocab_size, int(doc_ptr[-1])).astype(np.int32)
+    theta = rng.dirichlet(np.full(K, 0.5), num_docs).astype(dtype)
+    phi = (rng.random((vocab_size, K)) ** 3).astype(dtype)
+    u = rng.random(words.size, dtype=dtype)
+    return doc_ptr, words, theta, phi, u
+
+
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_every_gpu_variant_matches_its_cpu_twin_on_real_weights(precision):
+    # The same arithmetic in the same order, so even rounding agrees: this
+    # checks the data movement (transpose, butterfly, search), not only the sums.
+    pytest.importorskip("cupy")
+    failures = []
+    for K in (1, 5, 31, 32, 33, 100, 517, 1024, 1030):
+        host = _real_problem(K, precision, seed=5, num_docs=64, max_length=60)
+        device = _to_device(*host)
+        for variant in GPU_VARIANTS:
+            twin = _draw_cpu(variant, *host)
+            for storage in _storages(K):
+                z = _draw_gpu(variant, device, storage)
+                if (z != twin).any():
+                    failures.append((K, variant, storage, int(np.count_nonzero(z != twin))))
+    assert not failures, f"(K, variant, storage, mismatches): {failures}"
+
+
+@pytest.mark.parametrize("K", [40, 100, 517])
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_gpu_draws_follow_the_exact_probabilities(precision, K):
+    pytest.importorskip("cupy")
+    host = _real_problem(K, precision, seed=3)
+    device = _to_device(*host)
+    probabilities = token_probabilities(*host[:4])
+    for variant in ("alg7", "alg4", "alg1"):
+        z = _draw_gpu(variant, device)
+        assert (z >= 0).all() and (z < K).all()
+        p = chi_square_p(z, probabilities)
+        assert p > 1e-4, (variant, p)
+
+
+def test_bad_arguments_are_errors():
+    cupy = pytest.importorskip("cupy")
+    host = dyadic_problem(40, W, "f32", np.random.default_rng(1), num_warps=1, max_length=10)
+    doc_ptr, words, theta, phi, u = _to_device(*host)
+    z = cupy.empty(words.size, dtype=cupy.int32)
+    with pytest.raises(ValueError, match="W must be 32"):
+        drawz_gpu.draw_z_gpu("alg7", doc_ptr, words, theta, phi, u, z, W=16)
+    with pytest.raises(ValueError, match="unknown draw-z variant"):
+        drawz_gpu.draw_z_gpu("alg9", doc_ptr, words, theta, phi, u, z)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        drawz_gpu.draw_z_gpu("alg4", doc_ptr[:-1], words, theta[:-1], phi, u, z)
+    with pytest.raises(TypeError, match="one dtype"):
+        drawz_gpu.draw_z_gpu("alg1", doc_ptr, words, theta, phi.astype(cupy.float64), u, z)
+    with pytest.raises(TypeError, match="CuPy array"):
+        drawz_gpu.draw_z_gpu("alg1", cupy.asnumpy(doc_ptr), words, theta, phi, u, z)
+    big_theta = cupy.ones((theta.shape[0], 1025), dtype=theta.dtype)
+    big_phi = cupy.ones((phi.shape[0], 1025), dtype=phi.dtype)
+    with pytest.raises(ValueError, match="storage='local'"):
+        drawz_gpu.draw_z_gpu("alg1", doc_ptr, words, big_theta, big_phi, u, z, storage="local")
