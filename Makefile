@@ -15,7 +15,7 @@ CI_SWEEP := --backend cpu --k 96,320,800 --precision f32,f64 --dataset wiki-synt
 CI_RUNS := 5
 CI_THRESHOLD ?= 0.30
 
-.PHONY: setup test figures sweep regression baseline kernels clean
+.PHONY: setup test figures sweep regression baseline kernels gpu-test clean
 
 setup: $(VENV)/.installed
 
@@ -48,6 +48,12 @@ kernels:
 	if [ -z "$$files" ]; then echo "no CUDA kernels yet"; exit 0; fi; \
 	for f in $$files; do echo "nvcc -ptx -arch=sm_90 $$f"; \
 	  nvcc -std=c++17 -ptx -arch=sm_90 -o /dev/null $$f || exit 1; done
+
+# On a GPU machine with CuPy (the device machines have no package registry, so
+# no venv there: their python3 with PYTHONPATH=.).
+gpu-test:
+	PYTHONPATH=. python3 -m pytest -ra -m gpu tests
+	PYTHONPATH=. python3 -m bench verify --backend gpu --k 1..130,480..544,1000..1030
 
 clean:
 	rm -rf $(VENV) .ci/tmp .pytest_cache

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bench import envinfo, results
 from bench.suite import Suite
-from bench.timing import HostTimer
+from bench.timing import make_timer
 
 console = Console(stderr=True)
 
@@ -40,10 +40,10 @@ def measure_point(suite: Suite, point: dict, settings: SweepSettings):
     workload = suite.prepare(point)
     for variant in settings.variants:
         for _ in range(settings.warmup):
-            suite.measure(workload, variant, HostTimer())
+            suite.measure(workload, variant, make_timer(settings.backend))
     for repeat in range(settings.repeats):
         for variant in settings.variants:
-            timer = HostTimer()
+            timer = make_timer(settings.backend)
             extra = suite.measure(workload, variant, timer)
             row = {**point, "variant": variant, "repeat": repeat, "seconds": timer.seconds}
             row.update({f"{name}_s": timer.phases.get(name, 0.0) for name in suite.phases})

@@ -77,6 +77,7 @@ class LdaState:
     ndk: np.ndarray
     nwk: np.ndarray
     nk: np.ndarray
+    rng: object = None  # the GPU backend's generator of uniforms
 
 
 @dataclass

@@ -8,6 +8,7 @@ from bench.corpus import CorpusError, catalogue, load_corpus
 from bench.errors import BenchError
 from bench.kspec import parse_k, parse_list
 from bench.suite import SweepDefaults, Suite
+from bench.timing import copy_bandwidth_gbps
 from impls.lda import drawz_cpu, figures, model
 
 WARP_SIZES = (8, 16, 32)
@@ -25,7 +26,8 @@ GPU_DEFAULTS = SweepDefaults(
     options={"k": "4..1024", "precision": "f32,f64", "dataset": "wiki-synth", "scale": 1.0,
              "update": "mfm", "W": 32, "iterations": 100},
     variants=("alg1", "alg4", "alg7"), repeats=5, warmup=1,
-    note="GPU default: the paper's settings, wiki-synth, 100 iterations, 5 repeats",
+    note="GPU default: the paper's settings, wiki-synth, 100 iterations, 5 repeats "
+         "(hours for K = 4..1024: use --iterations and --repeats to fit a time budget)",
 )
 
 
@@ -43,7 +45,7 @@ class LdaSuite(Suite):
     variants = drawz_cpu.VARIANTS
     reference_variant = "alg1"
     phases = model.PHASES
-    backends = ("cpu",)
+    backends = ("cpu", "gpu")
 
     def defaults(self, backend: str) -> SweepDefaults:
         return GPU_DEFAULTS if backend == "gpu" else CPU_DEFAULTS
@@ -59,6 +61,8 @@ class LdaSuite(Suite):
         W = int(chosen["W"])
         if W not in WARP_SIZES:
             raise BenchError(f"--warp must be one of {', '.join(map(str, WARP_SIZES))}, got {W}")
+        if backend == "gpu" and W != 32:
+            raise BenchError(f"--warp {W}: the GPU kernels use the hardware warp, W = 32")
         iterations = int(chosen["iterations"])
         if iterations < 1:
             raise BenchError(f"--iterations must be >= 1, got {iterations}")
@@ -73,14 +77,29 @@ class LdaSuite(Suite):
     def prepare(self, point: dict):
         corpus = _corpus(point["dataset"], point["scale"])
         work = model.make_workload(corpus, point["K"], point["W"], point["precision"], point["update"])
-        return work, point["iterations"]
+        if point["backend"] == "gpu":
+            from impls.lda import model_gpu
+
+            # The floor of the draw: one phi row per token, against a copy measured now.
+            return model_gpu.to_gpu(work), point["iterations"], copy_bandwidth_gbps()
+        return work, point["iterations"], None
 
     def measure(self, workload, variant: str, timer) -> dict:
-        work, iterations = workload
+        work, iterations, copy_gbps = workload
         state = work.fresh_state()
         with timer.run():
-            model.iterate(work, state, variant, iterations, timer)
-        return {"tokens": work.num_tokens, "tokens_per_s": work.num_tokens * iterations / timer.seconds}
+            if copy_gbps is None:
+                model.iterate(work, state, variant, iterations, timer)
+            else:
+                from impls.lda import model_gpu
+
+                model_gpu.iterate(work, state, variant, iterations, timer)
+        extra = {"tokens": work.num_tokens, "tokens_per_s": work.num_tokens * iterations / timer.seconds}
+        if copy_gbps is not None:
+            phi_bytes = work.num_tokens * work.host.K * work.host.dtype().itemsize * iterations
+            draw_gbps = phi_bytes / timer.phases["draw_z"] / 1e9
+            extra.update(copy_gbps=copy_gbps, draw_z_gbps=draw_gbps, draw_z_frac=draw_gbps / copy_gbps)
+        return extra
 
     def render_figures(self, df, meta: dict, outdir) -> list:
         return figures.render_figures(df, meta, outdir)

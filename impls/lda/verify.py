@@ -60,22 +60,35 @@ def chi_square_p(z: np.ndarray, probabilities: np.ndarray) -> float:
     return float(stats.chisquare(obs_bins, exp_bins).pvalue)
 
 
+def draw_on_gpu(variant, doc_ptr, words, theta, phi, u, z, W):
+    """drawz_gpu.draw_z_gpu on host arrays: copy in, draw, copy z back."""
+    import cupy
+
+    from impls.lda.drawz_gpu import draw_z_gpu
+
+    z_gpu = cupy.asarray(z)
+    draw_z_gpu(variant, *(cupy.asarray(a) for a in (doc_ptr, words, theta, phi, u)), z_gpu, W)
+    z[:] = z_gpu.get()
+
+
 def verify_point(K: int, W: int, precision: str, seed: int, draw=drawz_cpu.draw_z, variants=None,
                  **problem) -> dict:
-    """Run every variant on one fresh dyadic problem; compare z with alg1's.
-    `problem` passes num_warps and max_length on to dyadic_problem."""
+    """Run every variant with `draw` on one fresh dyadic problem and compare its
+    z with the CPU reference (drawz_cpu alg1).  `problem` passes num_warps and
+    max_length on to dyadic_problem."""
     variants = variants or list(drawz_cpu.VARIANTS)
     rng = np.random.default_rng([seed, K, W, 0 if precision == "f32" else 1])
     doc_ptr, words, theta, phi, u = dyadic_problem(K, W, precision, rng, **problem)
     probabilities = token_probabilities(doc_ptr, words, theta, phi)
+    reference = np.empty(words.size, dtype=np.int32)
+    drawz_cpu.draw_z("alg1", doc_ptr, words, theta, phi, u, reference, W)
     draws = {}
     for variant in variants:
         z = np.full(words.size, -1, dtype=np.int32)  # poisoned: unwritten tokens show
         draw(variant, doc_ptr, words, theta, phi, u, z, W)
         draws[variant] = z
-    reference = draws["alg1"]
     return {
         "K": K, "W": W, "precision": precision, "tokens": int(words.size),
         "mismatches": {v: int(np.count_nonzero(z != reference)) for v, z in draws.items()},
-        "chi2_p": {v: chi_square_p(z, probabilities) if z.min() >= 0 else 0.0 for v, z in draws.items()},
+        "chi2_p": {v: chi_square_p(z, probabilities) if z.min(initial=0) >= 0 else 0.0 for v, z in draws.items()},
     }
