@@ -4,16 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 BENCH := $(BIN)/bench
 # The CI regression check: a small CPU sweep compared, as ratios over alg1
-# measured in the same run, with the committed baseline in .ci/baseline/.  On a
-# shared 2-core machine a whole process can run slow, so both sides are measured
-# in CI_RUNS separate processes, one thread each (bench check uses the least
-# disturbed run of each point).  The threshold is 30%, not the 10% default: with
-# another job on the machine a ratio moved by up to 14% in our runs, and CI must
-# never flake; a variant twice as slow moves its ratio by 80-100%.
+# measured in the same run, with the committed baseline in .ci/baseline/.  On the
+# 2-core CI machines the emulated warps of alg4/alg7 run in a fast or a slow mode
+# that is fixed for a whole process (up to 1.65x apart, whatever the CPU it is
+# pinned to), so both sides are measured in CI_RUNS separate one-thread processes
+# and bench check takes the least disturbed run of each point.  The threshold is
+# 60%, not the 10% default: under load one point of 5 processes moved by 45%, and
+# CI must never flake; a variant twice as slow moves its ratio by 80-100%.
 CI_SWEEP := --backend cpu --k 96,320,800 --precision f32,f64 --dataset wiki-synth --scale 0.005 \
-            --iterations 2 --repeats 5 --warmup 1 --variant alg1,alg4,alg7
-CI_RUNS := 5
-CI_THRESHOLD ?= 0.30
+            --iterations 2 --repeats 3 --warmup 1 --variant alg1,alg4,alg7
+CI_RUNS := 8
+CI_THRESHOLD ?= 0.60
 
 .PHONY: setup test figures sweep regression baseline kernels gpu-test clean
 

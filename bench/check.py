@@ -2,8 +2,8 @@
 
 Ratios are taken within one file between rows measured in the same run, group and
 repeat (interleaved, so machine drift cancels), which makes files from different
-machines or days comparable. Every run of a point measured with the point's latest code
-version counts: a run is one process, and on a shared machine a whole process can be
+machines or days comparable. Every run of a point measured with the latest code version
+counts (results.latest_code): a run is one process, and on a shared machine a whole process can be
 slowed (by up to 1.6x on the 2-core CI machines), so a point's ratio is the median over
 its repeats in the least disturbed run (the smallest run median). The verdict follows
 asv's rule: a change counts only when it is both larger than the threshold and
@@ -17,7 +17,7 @@ import pandas as pd
 from rich.table import Table
 from scipy.stats import mannwhitneyu
 
-from bench.results import key_columns
+from bench.results import key_columns, latest_code
 
 VERDICT_STYLES = {"SLOWER": "bold red", "FASTER": "bold green", "SAME": "dim"}
 STAT_COLUMNS = ("base_ratio", "new_ratio", "change", "p_value", "verdict", "n_base", "n_new")
@@ -29,7 +29,7 @@ def _ratios(df: pd.DataFrame, reference: str, column: str, side: str) -> pd.Data
         raise ValueError(
             f"{side}: reference variant {reference!r} not found (variants: {sorted(set(df['variant']))})"
         )
-    df = _latest_code(df)
+    df = latest_code(df)
     pairing = [*key_columns(df.columns), "run_id", "group", "repeat"]
     if df.duplicated([*pairing, "variant"]).any():
         raise ValueError(f"{side}: several rows share one (point, run_id, group, repeat, variant)")
@@ -38,14 +38,6 @@ def _ratios(df: pd.DataFrame, reference: str, column: str, side: str) -> pd.Data
     # A row whose partner is missing gives NaN and is dropped here.
     long = ratios.stack().dropna().rename("ratio").reset_index()
     return long.drop(columns=["group", "repeat"])
-
-
-def _latest_code(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows of each point measured with the code version of its newest row."""
-    keys = key_columns(df.columns)
-    newest = df.sort_values("timestamp").groupby(keys, dropna=False)["code_version"].last()
-    current = df.set_index(keys).index.map(newest.to_dict()) if keys else newest.iloc[-1]
-    return df[df["code_version"].to_numpy() == np.asarray(current)]
 
 
 def _least_disturbed(ratios: pd.DataFrame) -> float:

@@ -13,7 +13,7 @@ from typing import Protocol
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.results import key_columns, latest_runs, read_results, read_sidecar
+from bench.results import key_columns, latest_code, read_results, read_sidecar
 
 CAPTION_FONTSIZE = 6
 
@@ -27,8 +27,8 @@ class Suite(Protocol):
 def render_all(results_root: Path, figures_root: Path, suites: list[Suite]) -> list[Path]:
     """Render every suite's figures for every results_root/<machine>/<suite>.csv.
 
-    Each suite sees only the latest run of each point (see results.latest_runs), so
-    figures never pool a re-measured point with its older measurements.
+    Each suite sees, for each point and variant, the runs of the latest code version
+    (results.latest_code), so figures never pool new code with old measurements.
     """
     written = []
     for machine_dir in sorted(p for p in Path(results_root).iterdir() if p.is_dir()):
@@ -36,7 +36,7 @@ def render_all(results_root: Path, figures_root: Path, suites: list[Suite]) -> l
             csv_path = machine_dir / f"{suite.name}.csv"
             if not csv_path.exists():
                 continue
-            df = latest_runs(read_results(csv_path))
+            df = latest_code(read_results(csv_path))
             meta = {**read_sidecar(csv_path.with_suffix(".json")), "machine": machine_dir.name}
             written += suite.render_figures(df, meta, Path(figures_root) / machine_dir.name)
     return written

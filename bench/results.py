@@ -133,20 +133,16 @@ def read_results(csv_path: Path, **read_csv_args) -> pd.DataFrame:
     return _read_one(csv_path, **read_csv_args)
 
 
-def latest_runs(df: pd.DataFrame) -> pd.DataFrame:
-    """Keep, for each point (key values), only the rows of its most recent run_id.
-
-    A point re-measured later (new code, resumed sweep) must not be pooled with its
-    older measurements. A run's time is its latest row timestamp.
-    """
+def latest_code(df: pd.DataFrame) -> pd.DataFrame:
+    """Keep, for each (point, variant), the rows measured with the code version of its
+    newest row: every run of the current code counts (a run is one process, and pooling
+    runs tames a disturbed one), and older code is never mixed in."""
     if df.empty:
         return df
-    keys = key_columns(df.columns)
-    ts = pd.to_datetime(df["timestamp"], utc=True, format="ISO8601")
-    by_point = [df[k] for k in keys]
-    run_time = ts.groupby([*by_point, df["run_id"]], dropna=False).transform("max")
-    newest = ts.groupby(by_point, dropna=False).transform("max") if keys else ts.max()
-    return df[run_time == newest]
+    by = [*key_columns(df.columns), "variant"]
+    ordered = df.sort_values("timestamp", kind="stable")
+    newest = ordered.groupby(by, dropna=False)["code_version"].transform("last").reindex(df.index)
+    return df[df["code_version"] == newest]
 
 
 def _point_id(point: Mapping) -> frozenset:

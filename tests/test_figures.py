@@ -15,10 +15,11 @@ ENV = {
     "cuda_runtime": "12.8", "driver_version": "580.65",
     "versions": {"numpy": "2.4.6", "numba": "0.68.1", "cupy": "14.2.0"},
 }
-FIGURE_STEMS = ["fig7a-time-vs-k-f32", "fig7b-time-vs-k-f64", "fig8a-zoom-480-544-f32", "fig8b-zoom-480-544-f64"]
+FIGURE_STEMS = ["fig7a-time-vs-k-f32", "fig7b-time-vs-k-f64", "fig8a-zoom-480-544-f32", "fig8b-zoom-480-544-f64",
+                "speedup-over-alg1"]
 
 
-def sweep_rows(precisions=("f32", "f64"), dataset="wiki", run_id="r1"):
+def sweep_rows(precisions=("f32", "f64"), dataset="wiki", run_id="r1", update="mfm"):
     """A coarse K sweep of three variants and a dense 480..544 sweep of two, 2 repeats each."""
     points = [(K, v) for K in range(32, 1025, 32) for v in ("alg1", "alg4", "alg7")]
     points += [(K, v) for K in range(480, 545) if K % 32 for v in ("alg4", "alg7")]
@@ -29,8 +30,9 @@ def sweep_rows(precisions=("f32", "f64"), dataset="wiki", run_id="r1"):
                 seconds = K * {"alg1": 0.01, "alg4": 0.004, "alg7": 0.0035}[variant] * (1 + (K % 32) / 64)
                 rows.append({
                     "suite": "lda", "variant": variant, "backend": "gpu", "precision": precision,
-                    "dataset": dataset, "K": K, "iterations": 100, "repeat": repeat,
-                    "seconds": seconds * (1 + repeat / 50), "group": f"{precision}-{K}", "run_id": run_id,
+                    "dataset": dataset, "update": update, "K": K, "iterations": 100, "repeat": repeat,
+                    "seconds": seconds * (1 + repeat / 50), "group": f"{dataset}-{update}-{precision}-{K}",
+                    "run_id": run_id,
                     "code_version": "abc123", "timestamp": "2026-01-02T03:04:05+00:00", "machine": "nvidia-h100",
                 })
     return rows
@@ -60,7 +62,7 @@ def test_only_figures_with_data_are_drawn(tmp_path):
     rows = [r for r in sweep_rows(precisions=("f32",)) if r["K"] < 480 or r["K"] > 544 or r["variant"] == "alg1"]
     written = lda_figures.render_figures(pd.DataFrame(rows), {"runs": {"r1": ENV}}, tmp_path)
     assert sorted(p.name for p in written) == sorted(
-        ["fig7a-time-vs-k-f32.png", "fig7a-time-vs-k-f32.pdf"]
+        ["fig7a-time-vs-k-f32.png", "fig7a-time-vs-k-f32.pdf", "speedup-over-alg1.png", "speedup-over-alg1.pdf"]
     )  # no f64 rows, and no alg4/alg7 rows in the zoom range
 
 
@@ -70,7 +72,18 @@ def test_differing_settings_get_separate_figures(tmp_path):
     assert sorted(p.name for p in written if p.suffix == ".png") == [
         "fig7a-time-vs-k-f32-dataset-nytimes.png", "fig7a-time-vs-k-f32-dataset-wiki.png",
         "fig8a-zoom-480-544-f32-dataset-nytimes.png", "fig8a-zoom-480-544-f32-dataset-wiki.png",
+        "speedup-over-alg1-dataset-nytimes.png", "speedup-over-alg1-dataset-wiki.png",
     ]
+
+
+def test_figure6_needs_both_application_variants(tmp_path):
+    rows = sweep_rows(precisions=("f32", "f64")) + sweep_rows(precisions=("f32", "f64"), update="dirichlet")
+    rows += [dict(r, K=r["K"] - 16) for r in rows if r["K"] <= 256 and r["variant"] in ("alg1", "alg7")]
+    written = lda_figures.render_figures(pd.DataFrame(rows), {"runs": {"r1": ENV}}, tmp_path)
+    names = {p.name for p in written if p.suffix == ".png"}
+    assert "fig6-butterfly-application-variants.png" in names
+    # Figures 7 and 8 and the speed-up show the mean-for-mode application alone.
+    assert not any("dirichlet" in name for name in names)
 
 
 def test_caption_names_machine_software_and_constant_settings(results_root):
@@ -79,6 +92,6 @@ def test_caption_names_machine_software_and_constant_settings(results_root):
     text = caption(meta, df[df["precision"] == "f32"])
     assert "NVIDIA H100 80GB HBM3" in text and "CUDA 12.8" in text and "driver 580.65" in text
     assert "numpy 2.4.6" in text and "cupy 14.2.0" in text and "backend gpu" in text
-    assert "dataset=wiki" in text and "iterations=100" in text and "precision=f32" in text
+    assert "dataset=wiki" in text and "iterations=100" in text and "precision=f32" in text and "update=mfm" in text
     assert "K=" not in text  # varies, so not a setting
     assert "2 repeats per point" in text and "2026-01-02" in text and "abc123" in text

@@ -7,11 +7,13 @@ import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from bench import envinfo
 from bench.results import (
-    append_rows, is_measured, key_columns, measured_index, read_results, read_sidecar, update_sidecar,
+    append_rows, is_measured, key_columns, latest_code, measured_index, read_results, read_sidecar,
+    update_sidecar,
 )
 
 
@@ -192,3 +194,14 @@ def test_machine_slug():
     assert envinfo.machine_slug(intel, "cpu") == "cpu-intel-xeon-platinum-8480-cpu-16c"
     with pytest.raises(ValueError):
         envinfo.machine_slug(env, "gpu")
+
+
+def test_latest_code_keeps_every_run_of_the_newest_code_per_variant():
+    def rows(variant, code, run, day):
+        return [{"suite": "lda", "K": 8, "variant": variant, "repeat": r, "seconds": 1.0, "run_id": run,
+                 "group": run, "code_version": code, "timestamp": f"2026-01-0{day}T00:00:00+00:00"}
+                for r in range(2)]
+    df = pd.DataFrame(rows("alg1", "old", "a", 1) + rows("alg1", "new", "b", 2) + rows("alg1", "new", "c", 3)
+                      + rows("alg4", "old", "a", 1))
+    kept = latest_code(df)
+    assert sorted(set(zip(kept["variant"], kept["run_id"]))) == [("alg1", "b"), ("alg1", "c"), ("alg4", "a")]
