@@ -21,6 +21,10 @@ W = 32
 KMAX_LOCAL = 1024  # per-lane arrays up to this K live in local memory
 BLOCK = 64  # threads per block: two warps; every variant runs one thread per document
 STORAGES = ("auto", "local", "global")
+# "auto": the faster store of each variant, measured on an H200 at K = 256..1024
+# (kernels/NOTES.md): Algorithm 7 runs 1.25-1.65x faster with the global scratch
+# buffer, Algorithms 1 and 4 with local memory.
+PREFERRED_STORAGE = {"alg1": "local", "alg1-linear": "local", "alg4": "local", "alg7": "global"}
 _KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7"}
 _PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2}  # per-lane arrays: p (and theta_local)
@@ -58,7 +62,8 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto"):
     C-contiguous.  M must be a multiple of 32 for alg4 and alg7 (pad with
     empty documents).  storage: "local" keeps each lane's p (and theta_local)
     in local memory, for K <= KMAX_LOCAL; "global" in a scratch buffer
-    allocated here, for any K; "auto" picks local when it can.  The launch is
+    allocated here, for any K; "auto" picks the variant's faster store
+    (PREFERRED_STORAGE), global where K > KMAX_LOCAL.  The launch is
     asynchronous (current stream); word ids and doc_ptr are not checked, as
     that would need a copy to the host."""
     import cupy
@@ -90,7 +95,7 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto"):
     if M >= 2**31 or K >= 2**31:
         raise ValueError(f"M = {M} or K = {K} too large for the kernels' 32-bit counts")
     if storage == "auto":
-        storage = "local" if K <= KMAX_LOCAL else "global"
+        storage = PREFERRED_STORAGE[variant] if K <= KMAX_LOCAL else "global"
     if storage == "local" and K > KMAX_LOCAL:
         raise ValueError(f"storage='local' holds K <= {KMAX_LOCAL}; K = {K}: use 'global'")
     if M == 0:
