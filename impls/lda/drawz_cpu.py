@@ -292,11 +292,74 @@ def alg7(doc_ptr, words, theta, phi, u, z, W):
                     z[token[r]] = result[r]
 
 
+@njit(cache=True, inline="always")
+def _lane_scan(x, out):
+    """Inclusive prefix sum over the 32 lanes, in the order of the GPU kernel's
+    shuffles (Hillis-Steele: in round d, lane l adds lane l-d's old value)."""
+    out[:] = x
+    d = 1
+    while d < 32:
+        for lane in range(31, d - 1, -1):  # downwards, so out[lane - d] is still the old value
+            out[lane] += out[lane - d]
+        d *= 2
+
+
+@njit(cache=True, parallel=True)
+def warpscan(doc_ptr, words, theta, phi, u, z):
+    """Beyond the paper: one warp of 32 lanes per document.  Lane l sums the
+    products of its chunk of ceil(K/32) consecutive topics; a warp scan of the
+    chunk sums and a ballot find the chunk holding the draw; the lanes then take
+    one topic each of that chunk, and a second scan and ballot find the topic."""
+    K = theta.shape[1]
+    C = (K + 31) // 32
+    for m in prange(doc_ptr.size - 1):
+        s = np.empty(32, dtype=theta.dtype)
+        ends = np.empty(32, dtype=theta.dtype)
+        a = np.empty(32, dtype=theta.dtype)
+        prefix = np.empty(32, dtype=theta.dtype)
+        for t in range(doc_ptr[m], doc_ptr[m + 1]):
+            c = words[t]
+            for lane in range(32):
+                acc = theta.dtype.type(0)
+                for k in range(min(lane * C, K), min(lane * C + C, K)):
+                    acc += theta[m, k] * phi[c, k]
+                s[lane] = acc
+            _lane_scan(s, ends)
+            target = ends[31] * u[t]
+            result = K - 1
+            chunk = -1
+            for lane in range(32):  # __ballot_sync + __ffs
+                if target < ends[lane]:
+                    chunk = lane
+                    break
+            if chunk >= 0:
+                begin = min(chunk * C, K)
+                end = min(begin + C, K)
+                before = ends[chunk] - s[chunk]
+                result = end - 1  # if rounding hides the crossing, the chunk's last topic
+                for base in range(begin, end, 32):
+                    for lane in range(32):
+                        k = base + lane
+                        a[lane] = theta[m, k] * phi[c, k] if k < end else 0
+                    _lane_scan(a, prefix)
+                    hit = -1
+                    for lane in range(32):
+                        if base + lane < end and target < before + prefix[lane]:
+                            hit = base + lane
+                            break
+                    if hit >= 0:
+                        result = hit
+                        break
+                    before = before + prefix[31]
+            z[t] = result
+
+
 VARIANTS = {
     "alg1": "Algorithm 1: per-thread products, full prefix sum, binary search (Alg. 3)",
     "alg1-linear": "Algorithm 1 with the linear search of Algorithm 2",
     "alg4": "Algorithm 4: transposed W x W block access + register transpose (Fig. 2)",
     "alg7": "Algorithm 7: butterfly-patterned partial sums (Alg. 8-10)",
+    "warpscan": "beyond the paper: a warp per document, whole phi row per token, warp scan + ballot search",
 }
 
 
@@ -311,5 +374,7 @@ def draw_z(variant, doc_ptr, words, theta, phi, u, z, W=32):
         alg4(doc_ptr, words, theta, phi, u, z, W)
     elif variant == "alg7":
         alg7(doc_ptr, words, theta, phi, u, z, W)
+    elif variant == "warpscan":
+        warpscan(doc_ptr, words, theta, phi, u, z)
     else:
         raise ValueError(f"unknown draw-z variant {variant!r}; known: {', '.join(VARIANTS)}")

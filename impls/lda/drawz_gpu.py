@@ -24,10 +24,12 @@ STORAGES = ("auto", "local", "global")
 # "auto": the faster store of each variant, measured on an H200 at K = 256..1024
 # (kernels/NOTES.md): Algorithm 7 runs 1.25-1.65x faster with the global scratch
 # buffer, Algorithms 1 and 4 with local memory.
-PREFERRED_STORAGE = {"alg1": "local", "alg1-linear": "local", "alg4": "local", "alg7": "global"}
-_KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7"}
+PREFERRED_STORAGE = {"alg1": "local", "alg1-linear": "local", "alg4": "local", "alg7": "global",
+                     "warpscan": "local"}  # warpscan keeps no per-lane arrays: it has one kernel
+_KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7", "warpscan": "warpscan"}
 _PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2}  # per-lane arrays: p (and theta_local)
+_ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2, "warpscan": 0}  # per-lane arrays: p (and theta_local)
+_THREADS_PER_DOCUMENT = {"warpscan": W}  # a warp per document; the others a thread
 
 
 @cache
@@ -47,11 +49,12 @@ def kernel(name: str):
 
 def kernel_name(variant: str, precision: str, storage: str) -> str:
     """Name of the kernel for a variant, "f32"/"f64" and "local"/"global"."""
-    return f"drawz_{_KERNEL[variant]}_{precision}" + ("_global" if storage == "global" else "")
+    stored = _ARRAYS[variant] > 0 and storage == "global"
+    return f"drawz_{_KERNEL[variant]}_{precision}" + ("_global" if stored else "")
 
 
 def kernel_names() -> list[str]:
-    return [kernel_name(v, p, s) for s in ("local", "global") for p in ("f32", "f64") for v in _KERNEL]
+    return sorted({kernel_name(v, p, s) for s in ("local", "global") for p in ("f32", "f64") for v in _KERNEL})
 
 
 def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto"):
@@ -96,14 +99,20 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto"):
         raise ValueError(f"M = {M} or K = {K} too large for the kernels' 32-bit counts")
     if storage == "auto":
         storage = PREFERRED_STORAGE[variant] if K <= KMAX_LOCAL else "global"
-    if storage == "local" and K > KMAX_LOCAL:
+    if storage == "local" and K > KMAX_LOCAL and _ARRAYS[variant]:
         raise ValueError(f"storage='local' holds K <= {KMAX_LOCAL}; K = {K}: use 'global'")
     if M == 0:
         return
-    grid = -(-M // BLOCK)
-    if storage == "global":
+    grid = -(-M * _THREADS_PER_DOCUMENT.get(variant, 1) // BLOCK)
+    if storage == "global" and _ARRAYS[variant]:
         scratch = cupy.empty(_ARRAYS[variant] * K * grid * BLOCK, dtype=dtype)
     else:
         scratch = np.uint64(0)  # a null pointer: the local-memory kernels ignore it
     launch = kernel(kernel_name(variant, _PRECISION[dtype], storage))
-    launch((grid,), (BLOCK,), (doc_ptr, words, theta, phi, u, z, np.int32(M), np.int32(K), scratch))
+    shared = 0
+    if variant == "warpscan":  # a tile of K products (one pad word per 32) per warp
+        shared = BLOCK // W * (K + K // W + 1) * dtype.itemsize
+        if shared > 48 * 1024:  # beyond the default, a kernel must ask for more
+            launch.max_dynamic_shared_size_bytes = shared
+    launch((grid,), (BLOCK,), (doc_ptr, words, theta, phi, u, z, np.int32(M), np.int32(K), scratch),
+           shared_mem=shared)

@@ -358,6 +358,78 @@ __device__ void alg7(const long long* doc_ptr, const int* words, const T* theta,
     }
 }
 
+
+// ---------------------------------------------------------------- beyond the paper: warpscan
+
+// Inclusive prefix sum over the 32 lanes (Hillis-Steele, 5 shuffles); the CPU
+// twin adds in the same order.
+template <typename T>
+__device__ __forceinline__ T warp_inclusive_scan(T x, int lane) {
+#pragma unroll
+    for (int d = 1; d < W; d <<= 1) {
+        const T y = __shfl_up_sync(FULL, x, d);
+        if (lane >= d) x += y;
+    }
+    return x;
+}
+
+// Where topic k of a warp's tile sits: one pad word per 32, so that lane l
+// reading k = l*C + i (its chunk) and the warp writing k = j*32 + l both hit 32
+// different banks when C = 32.
+__device__ __forceinline__ int tile_index(int k) { return k + k / W; }
+
+// One WARP per document, one token at a time.  The warp reads the token's phi
+// row (and the document's theta row, from L1) whole and coalesced, k = j*32 +
+// lane, into a shared-memory tile of products.  Lane l then sums its chunk of
+// C = ceil(K/32) consecutive topics from the tile; a warp scan of the chunk
+// sums gives every chunk's end as a true prefix sum, a ballot finds the chunk
+// that holds the draw, and the 32 lanes take one topic each of that chunk: a
+// second scan and ballot find the topic.  No per-lane arrays, no transpose in
+// registers; and a warp per document gives 32x more warps than a thread per
+// document.  Dynamic shared memory: (K + K/32 + 1) values per warp.
+template <typename T>
+__device__ void warpscan(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
+                         const T* u, int* z, int M, int K, T* /* scratch: unused */) {
+    extern __shared__ __align__(16) unsigned char shared_bytes[];
+    const long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / W;
+    const int lane = threadIdx.x % W;
+    if (m >= M) return;  // whole warps leave together: blockDim.x is a multiple of 32
+    T* tile = reinterpret_cast<T*>(shared_bytes) + (threadIdx.x / W) * (K + K / W + 1);
+    const int C = (K + W - 1) / W;
+    const int begin = min(lane * C, K), end = min(begin + C, K);
+    const T* theta_m = theta + m * K;
+    for (long long t = doc_ptr[m]; t < doc_ptr[m + 1]; ++t) {
+        const T* phi_c = phi + (long long)words[t] * K;
+        for (int k = lane; k < K; k += W) tile[tile_index(k)] = mul_rn(theta_m[k], phi_c[k]);
+        __syncwarp();
+        T s = 0;
+        for (int k = begin; k < end; ++k) s += tile[tile_index(k)];
+        const T chunk_end = warp_inclusive_scan(s, lane);
+        const T target = __shfl_sync(FULL, chunk_end, W - 1) * u[t];
+        const unsigned above = __ballot_sync(FULL, target < chunk_end);
+        int result = K - 1;
+        if (above) {
+            const int L = __ffs(above) - 1;
+            const int L_begin = min(L * C, K), L_end = min(L_begin + C, K);
+            T before = __shfl_sync(FULL, chunk_end - s, L);
+            result = L_end - 1;  // if rounding hides the crossing, the chunk's last topic
+            for (int base = L_begin; base < L_end; base += W) {
+                const int k = base + lane;
+                const T a = k < L_end ? tile[tile_index(k)] : T(0);
+                const T prefix = before + warp_inclusive_scan(a, lane);
+                const unsigned hit = __ballot_sync(FULL, k < L_end && target < prefix);
+                if (hit) {
+                    result = base + __ffs(hit) - 1;
+                    break;
+                }
+                before = __shfl_sync(FULL, prefix, W - 1);
+            }
+        }
+        if (lane == 0) z[t] = result;
+        __syncwarp();  // the tile is rewritten by the next token
+    }
+}
+
 }  // namespace drawz
 
 // ---------------------------------------------------------------- entry points
@@ -374,6 +446,9 @@ __device__ void alg7(const long long* doc_ptr, const int* words, const T* theta,
     DRAWZ_KERNEL(drawz_alg4_##SUFFIX, T, (drawz::alg4<T, drawz::STORE<T>>))                         \
     DRAWZ_KERNEL(drawz_alg7_##SUFFIX, T, (drawz::alg7<T, drawz::STORE<T>>))
 
+// warpscan keeps nothing per lane, so it has no store variants (scratch unused).
+DRAWZ_KERNEL(drawz_warpscan_f32, float, (drawz::warpscan<float>))
+DRAWZ_KERNEL(drawz_warpscan_f64, double, (drawz::warpscan<double>))
 DRAWZ_KERNELS(f32, LocalStore, float)
 DRAWZ_KERNELS(f64, LocalStore, double)
 DRAWZ_KERNELS(f32_global, GlobalStore, float)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from impls.lda import drawz_gpu  # noqa: E402  (after the path is set)
 
-CONFIGS = [("alg1", "local"), ("alg1-linear", "local"), ("alg4", "local"), ("alg7", "local"),
+CONFIGS = [("alg1", "local"), ("alg1-linear", "local"), ("alg4", "local"), ("alg7", "local"), ("warpscan", "local"),
            ("alg4", "global"), ("alg7", "global")]
 
 
