@@ -1,6 +1,8 @@
 """The `lda` suite: the dense LDA application of the butterfly paper, timed
 whole (as the paper does: complete runs of all iterations) and by phase."""
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,6 +31,17 @@ GPU_DEFAULTS = SweepDefaults(
     note="GPU default: the paper's settings, wiki-synth, 100 iterations, 5 repeats "
          "(hours for K = 4..1024: use --iterations and --repeats to fit a time budget)",
 )
+
+
+@dataclass
+class Prepared:
+    """A point's workload on its backend, the backend's iteration, and (GPU only)
+    the device-to-device copy bandwidth measured when it was prepared."""
+
+    work: object
+    iterations: int
+    iterate: Callable
+    copy_gbps: float | None = None
 
 
 @lru_cache(maxsize=4)
@@ -74,31 +87,27 @@ class LdaSuite(Suite):
             for update in updates for precision in precisions for K in parse_k(chosen["k"])
         ]
 
-    def prepare(self, point: dict):
+    def prepare(self, point: dict) -> "Prepared":
         corpus = _corpus(point["dataset"], point["scale"])
         work = model.make_workload(corpus, point["K"], point["W"], point["precision"], point["update"])
         if point["backend"] == "gpu":
             from impls.lda import model_gpu
 
             # The floor of the draw: one phi row per token, against a copy measured now.
-            return model_gpu.to_gpu(work), point["iterations"], copy_bandwidth_gbps()
-        return work, point["iterations"], None
+            return Prepared(model_gpu.to_gpu(work), point["iterations"], model_gpu.iterate, copy_bandwidth_gbps())
+        return Prepared(work, point["iterations"], model.iterate)
 
-    def measure(self, workload, variant: str, timer) -> dict:
-        work, iterations, copy_gbps = workload
+    def measure(self, prepared: "Prepared", variant: str, timer) -> dict:
+        work, iterations = prepared.work, prepared.iterations
         state = work.fresh_state()
         with timer.run():
-            if copy_gbps is None:
-                model.iterate(work, state, variant, iterations, timer)
-            else:
-                from impls.lda import model_gpu
-
-                model_gpu.iterate(work, state, variant, iterations, timer)
+            prepared.iterate(work, state, variant, iterations, timer)
         extra = {"tokens": work.num_tokens, "tokens_per_s": work.num_tokens * iterations / timer.seconds}
-        if copy_gbps is not None:
+        if prepared.copy_gbps is not None:
             phi_bytes = work.num_tokens * work.host.K * work.host.dtype().itemsize * iterations
             draw_gbps = phi_bytes / timer.phases["draw_z"] / 1e9
-            extra.update(copy_gbps=copy_gbps, draw_z_gbps=draw_gbps, draw_z_frac=draw_gbps / copy_gbps)
+            extra.update(copy_gbps=prepared.copy_gbps, draw_z_gbps=draw_gbps,
+                         draw_z_frac=draw_gbps / prepared.copy_gbps)
         return extra
 
     def render_figures(self, df, meta: dict, outdir) -> list:

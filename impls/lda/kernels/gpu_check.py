@@ -29,7 +29,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from impls.lda import drawz_gpu  # noqa: E402  (after the path is set)
+from bench.timing import CudaEventTimer, copy_bandwidth_gbps  # noqa: E402  (after the path is set)
+from impls.lda import drawz_gpu  # noqa: E402
 
 CONFIGS = [("alg1", "local"), ("alg1-linear", "local"), ("alg4", "local"), ("alg7", "local"), ("warpscan", "local"),
            ("alg4", "global"), ("alg7", "global")]
@@ -108,38 +109,23 @@ def resources(log):
 
 
 def event_times(launch, warmup, repeats):
-    """Seconds per launch: each of `repeats` launches between two CUDA events."""
-    import cupy
-
+    """Seconds per launch: each of `repeats` launches timed with CUDA events."""
     for _ in range(warmup):
         launch()
-    cupy.cuda.get_current_stream().synchronize()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
     times = []
     for _ in range(repeats):
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+        timer = CudaEventTimer()
+        with timer.run():
+            launch()
+        times.append(timer.seconds)
     return np.array(times)
 
 
-def copy_bandwidth(log, warmup, repeats, nbytes=2 * 2**30):
-    """Device-to-device copy of a 2 GiB array: (bytes read + written) / time."""
-    import cupy
-
+def copy_bandwidth(log, repeats):
+    """The device-to-device copy bandwidth the suite records with every GPU row."""
     section(log, "device-to-device copy")
-    src = cupy.random.random(nbytes // 8)  # random data, not zeros
-    dst = cupy.empty_like(src)
-    times = event_times(lambda: dst.data.copy_from_device_async(src.data, src.nbytes), warmup, repeats)
-    assert bool((dst == src).all())
-    t = float(np.median(times))
-    bandwidth = 2 * src.nbytes / t / 1e9
-    log(f"copy of {src.nbytes / 1e9:.2f} GB: median {t * 1e3:.3f} ms over {repeats} "
-        f"(min {times.min() * 1e3:.3f}, max {times.max() * 1e3:.3f}): {bandwidth:.0f} GB/s read+write")
-    del src, dst
-    cupy.get_default_memory_pool().free_all_blocks()
+    bandwidth = copy_bandwidth_gbps(repeats=repeats)
+    log(f"copy of 2 GiB, median of {repeats} (bench.timing.copy_bandwidth_gbps): {bandwidth:.0f} GB/s read+write")
     return bandwidth
 
 
@@ -230,7 +216,7 @@ def main():
     device_name = environment(log)
     test_status = 0 if args.skip_tests else tests(log)
     resources(log)
-    copy_gbs = copy_bandwidth(log, args.warmup, args.repeats)
+    copy_gbs = copy_bandwidth(log, args.repeats)
     rows = timings(log, device_name, [int(k) for k in args.k.split(",")], args.precision.split(","),
                    args.warmup, args.repeats, copy_gbs, out)
     summary(log, rows, copy_gbs, test_status)
