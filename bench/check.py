@@ -1,138 +1,220 @@
-"""Regression check: did a variant's time relative to a reference variant change?
+"""Regression check: did a metric change between a baseline and a new results file?
 
-Ratios are taken within one file between rows measured in the same run, group and
-repeat (interleaved, so machine drift cancels), which makes files from different
-machines or days comparable. Every run of a point measured with the latest code version
-counts (results.latest_code): a run is one process, and on a shared machine a whole process can be
-slowed (by up to 1.6x on the 2-core CI machines), so a point's ratio is the median over
-its repeats in the least disturbed run (the smallest run median). The verdict follows
-asv's rule: a change counts only when it is both larger than the threshold and
-significant (two-sided Mann-Whitney U on the per-repeat ratios of all those runs).
+Each gated metric is gated as its schema says:
+- "ratio": the variant's value over the reference variant's, both from the same run,
+  group and repeat (measured interleaved, so machine drift cancels); and, for the
+  time (`seconds`), the reference's own time over the calibration measured in the
+  same repeat, which catches a regression of the reference or of every variant at
+  once, with a threshold of its own.
+- "tolerance": the value itself (a quality metric), worse by more than the metric's
+  relative tolerance.
+Every run of a point measured with the latest code version counts (a run is one
+process; on a shared machine a whole process can be slowed), and a side's ratio is
+the median over the repeats of its least disturbed run. A change is a regression
+only when it is both beyond the threshold and significant (two-sided Mann-Whitney U
+on the per-repeat values of all those runs, asv's rule). Points and variants in the
+baseline that are missing from the new file are regressions too, unless allowed.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
 from rich.table import Table
 from scipy.stats import mannwhitneyu
 
-from bench.results import key_columns, latest_code
+from bench.errors import BenchError
+from bench.results import gated_metrics, key_columns, latest_code
 
-VERDICT_STYLES = {"SLOWER": "bold red", "FASTER": "bold green", "SAME": "dim"}
-STAT_COLUMNS = ("base_ratio", "new_ratio", "change", "p_value", "verdict", "n_base", "n_new")
+CALIBRATION = "calibration"
+REGRESSIONS = ("SLOWER", "WORSE", "MISSING")
+VERDICT_STYLES = {"SLOWER": "bold red", "WORSE": "bold red", "MISSING": "bold red", "FASTER": "bold green",
+                  "BETTER": "bold green", "SAME": "dim"}
+STAT_COLUMNS = ("metric", "against", "base", "new", "base_ratio", "new_ratio", "change", "p_value", "verdict",
+                "n_base", "n_new")
 
 
-def _ratios(df: pd.DataFrame, reference: str, column: str, side: str) -> pd.DataFrame:
-    """Per-repeat ratios variant/reference: columns keys..., variant, ratio."""
-    if reference not in set(df["variant"]):
-        raise ValueError(
-            f"{side}: reference variant {reference!r} not found (variants: {sorted(set(df['variant']))})"
-        )
-    df = latest_code(df)
-    pairing = [*key_columns(df.columns), "run_id", "group", "repeat"]
+def _paired(df: pd.DataFrame, keys: list[str], metric: str, reference: str) -> pd.DataFrame:
+    """Per-repeat ratios: every variant over the reference, and the reference over
+    the calibration. Columns: keys..., variant, against, run_id, ratio."""
+    pairing = [*keys, "run_id", "group", "repeat"]
     if df.duplicated([*pairing, "variant"]).any():
-        raise ValueError(f"{side}: several rows share one (point, run_id, group, repeat, variant)")
-    wide = df.set_index([*pairing, "variant"])[column].unstack("variant")
-    ratios = wide.drop(columns=reference).div(wide[reference], axis=0)
-    # A row whose partner is missing gives NaN and is dropped here.
-    long = ratios.stack().dropna().rename("ratio").reset_index()
+        raise BenchError("several rows share one (point, run_id, group, repeat, variant)")
+    wide = df.set_index([*pairing, "variant"])[metric].unstack("variant")
+    frames = []
+    if reference in wide:
+        over_reference = wide.drop(columns=reference).div(wide[reference], axis=0)
+        frames.append(over_reference.stack().rename("ratio").reset_index().assign(against=reference))
+        if metric == "seconds" and "calibration_s" in df and df["calibration_s"].notna().any():
+            calibration = df[df["variant"] == reference].set_index(pairing)["calibration_s"]
+            own = (wide[reference] / calibration.reindex(wide.index)).rename("ratio").reset_index()
+            frames.append(own.assign(variant=reference, against=CALIBRATION))
+    if not frames:
+        return pd.DataFrame(columns=[*keys, "variant", "against", "run_id", "ratio"])
+    long = pd.concat(frames, ignore_index=True).dropna(subset=["ratio"])
     return long.drop(columns=["group", "repeat"])
 
 
-def _least_disturbed(ratios: pd.DataFrame) -> float:
-    """The smallest per-run median ratio: the run that other load slowed least."""
-    return ratios.groupby("run_id")["ratio"].median().min()
+def _least_disturbed(values: pd.DataFrame, column: str) -> float:
+    """The smallest per-run median: the run that other load slowed least."""
+    return values.groupby("run_id")[column].median().min()
 
 
-def _describe(values: pd.DataFrame, keys: list[str]) -> dict[str, set[str]]:
-    return {k: set(values[k].astype(str)) for k in [*keys, "variant"]}
+def _verdict(change: float, p_value: float, threshold: float, alpha: float, better: str, unit: str) -> str:
+    worse_words = ("SLOWER", "FASTER") if unit == "s" else ("WORSE", "BETTER")
+    grew, shrank = change > 1 + threshold, change < 1 / (1 + threshold)
+    if p_value >= alpha or not (grew or shrank):
+        return "SAME"
+    worse = grew if better == "lower" else shrank
+    return worse_words[0] if worse else worse_words[1]
 
 
-def _nothing_matches(new: pd.DataFrame, base: pd.DataFrame, keys: list[str]) -> ValueError:
-    new_values, base_values = _describe(new, keys), _describe(base, keys)
-    differing = [
-        f"{k}: NEW {sorted(new_values[k])} vs BASE {sorted(base_values[k])}"
-        for k in new_values if new_values[k] != base_values[k]
-    ] or ["same values per column, but no combination in common"]
-    return ValueError("NEW and BASE share no measured (point, variant): " + "; ".join(differing))
+def _prepare(df: pd.DataFrame, schema: dict, side: str, metric: str) -> pd.DataFrame:
+    df = latest_code(df, schema)
+    if metric not in df:
+        raise BenchError(f"{side}: no column {metric!r}")
+    df = df.assign(**{metric: pd.to_numeric(df[metric], errors="coerce")})
+    if "calibration_s" in df:
+        df = df.assign(calibration_s=pd.to_numeric(df["calibration_s"], errors="coerce"))
+    return df
 
 
-def compare(
-    new: pd.DataFrame,
-    base: pd.DataFrame,
-    reference: str,
-    threshold: float = 0.10,
-    alpha: float = 0.05,
-    column: str = "seconds",
-) -> pd.DataFrame:
-    """One row per (key values, variant != reference) present in both files.
-
-    Columns: the keys, variant, base_ratio and new_ratio (the smallest per-run median
-    of the per-repeat ratios), change (new_ratio / base_ratio), p_value, verdict
-    (FASTER/SLOWER/SAME), n_base, n_new (ratios pooled over the runs of the point's
-    latest code version).
-    """
-    keys = key_columns(new.columns)
-    if set(keys) != set(key_columns(base.columns)):
-        raise ValueError(
-            f"NEW and BASE have different key columns: NEW {sorted(keys)} vs BASE {sorted(key_columns(base.columns))}"
-        )
+def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: float = 0.10,
+            calibration_threshold: float = 0.25, alpha: float = 0.05, metrics: list[str] | None = None,
+            base_schema: dict | None = None) -> pd.DataFrame:
+    """One row per (point, variant, gated metric, against) of the baseline; see the module doc."""
+    keys = key_columns(schema)
+    if base_schema is not None and set(key_columns(base_schema)) != set(keys):
+        raise BenchError(f"NEW and BASE have different axes: NEW {sorted(keys)} vs BASE "
+                         f"{sorted(key_columns(base_schema))}")
+    reference = schema["reference"]
+    gated = gated_metrics(schema)
+    if metrics:
+        unknown = [m for m in metrics if m not in gated]
+        if unknown:
+            raise BenchError(f"no gated metric {unknown[0]!r}; gated: {', '.join(gated)}")
+        gated = {m: gated[m] for m in metrics}
     by = [*keys, "variant"]
-    grouped = {
-        side: dict(iter(_ratios(df, reference, column, side.upper()).groupby(by, dropna=False)))
-        for side, df in (("base", base), ("new", new))
-    }
-    common = [key for key in grouped["new"] if key in grouped["base"]]
-    if not common:
-        raise _nothing_matches(*(pd.DataFrame(list(grouped[side]), columns=by) for side in ("new", "base")), keys)
-
     rows = []
-    for key in common:
-        base_r, new_r = grouped["base"][key], grouped["new"][key]
-        base_ratio, new_ratio = _least_disturbed(base_r), _least_disturbed(new_r)
-        change = new_ratio / base_ratio
-        p_value = mannwhitneyu(base_r["ratio"], new_r["ratio"], alternative="two-sided").pvalue
-        if change > 1 + threshold and p_value < alpha:
-            verdict = "SLOWER"
-        elif change < 1 / (1 + threshold) and p_value < alpha:
-            verdict = "FASTER"
+    for metric, role in gated.items():
+        sides = {side: _prepare(df, schema, side.upper(), metric) for side, df in (("base", base), ("new", new))}
+        absolute = {side: df.groupby(by, dropna=False)[metric].median() for side, df in sides.items()}
+        if role["gate"] == "ratio":
+            compared = {side: _paired(df, keys, metric, reference) for side, df in sides.items()}
+            group_by = [*by, "against"]
+            limit = {CALIBRATION: calibration_threshold}
+            value = "ratio"
         else:
-            verdict = "SAME"
-        rows.append({
-            **dict(zip(by, key)), "base_ratio": base_ratio, "new_ratio": new_ratio, "change": change,
-            "p_value": p_value, "verdict": verdict, "n_base": len(base_r), "n_new": len(new_r),
-        })
+            compared = {side: df.assign(against="", ratio=df[metric])[[*by, "against", "run_id", "ratio"]]
+                        for side, df in sides.items()}
+            group_by, limit, value = [*by, "against"], {}, "ratio"
+        groups = {side: dict(iter(frame.groupby(group_by, dropna=False))) for side, frame in compared.items()}
+        for key, base_values in groups["base"].items():
+            point = dict(zip(group_by, key))
+            row = {**point, "metric": metric, "base": absolute["base"].get(key[:-1], np.nan),
+                   "new": absolute["new"].get(key[:-1], np.nan), "n_base": len(base_values)}
+            new_values = groups["new"].get(key)
+            if new_values is None:
+                rows.append({**row, "verdict": "MISSING", "n_new": 0})
+                continue
+            base_ratio = _least_disturbed(base_values, value)
+            new_ratio = _least_disturbed(new_values, value)
+            if role["gate"] == "tolerance":
+                # Quality: worse by more than the tolerance, relative to the baseline's size.
+                change = new_ratio / base_ratio if base_ratio else np.nan
+                step = (new_ratio - base_ratio) * (1 if role["better"] == "higher" else -1)
+                p_value = _p(base_values[value], new_values[value])
+                verdict = ("WORSE" if step < -role["tolerance"] * abs(base_ratio) else
+                           "BETTER" if step > role["tolerance"] * abs(base_ratio) else "SAME")
+            else:
+                change = new_ratio / base_ratio
+                p_value = _p(base_values[value], new_values[value])
+                better = "lower" if point["against"] == CALIBRATION else role["better"]
+                verdict = _verdict(change, p_value, limit.get(point["against"], threshold), alpha, better,
+                                   role.get("unit", ""))
+            rows.append({**row, "base_ratio": base_ratio, "new_ratio": new_ratio, "change": change,
+                         "p_value": p_value, "verdict": verdict, "n_new": len(new_values)})
+    if not rows:
+        raise BenchError("BASE has nothing to compare: no gated metric with a reference variant in it")
     result = pd.DataFrame(rows)
-    result.attrs.update(reference=reference, column=column, threshold=threshold, alpha=alpha)
+    for column in STAT_COLUMNS:
+        if column not in result:
+            result[column] = np.nan
+    result = result[[*by, *STAT_COLUMNS]]
+    if (result["verdict"] == "MISSING").all():
+        raise _nothing_matches(new, base, keys)
+    result.attrs.update(reference=reference, threshold=threshold, calibration_threshold=calibration_threshold,
+                        alpha=alpha)
     return result
 
 
-def render_table(result: pd.DataFrame) -> Table:
-    """A rich table of a compare() result, showing only the key columns that vary."""
+def _p(base: pd.Series, new: pd.Series) -> float:
+    if len(base) == 0 or len(new) == 0:
+        return 1.0
+    return float(mannwhitneyu(base, new, alternative="two-sided").pvalue)
+
+
+def _nothing_matches(new: pd.DataFrame, base: pd.DataFrame, keys: list[str]) -> BenchError:
+    differing = [
+        f"{k}: NEW {sorted(set(new[k].astype(str)))[:8]} vs BASE {sorted(set(base[k].astype(str)))[:8]}"
+        for k in [*keys, "variant"] if k in new and k in base and set(new[k].astype(str)) != set(base[k].astype(str))
+    ] or ["same values per column, but no combination in common"]
+    return BenchError("NEW and BASE share no measured (point, variant): " + "; ".join(differing))
+
+
+def exit_code(result: pd.DataFrame, allow_missing: bool = False) -> int:
+    """1 when anything regressed (or is missing, unless allowed), else 0."""
+    failing = set(REGRESSIONS) - ({"MISSING"} if allow_missing else set())
+    return int(result["verdict"].isin(failing).any())
+
+
+def _cells(result: pd.DataFrame) -> tuple[list[str], list[list[str]], str]:
+    """Header, rows and caption of a result, showing only the key columns that vary."""
     keys = [k for k in result.columns if k not in (*STAT_COLUMNS, "variant")]
     varying = [k for k in keys if result[k].nunique(dropna=False) > 1]
     constant = ", ".join(f"{k}={result[k].iloc[0]}" for k in keys if k not in varying)
+    header = [*varying, "variant", "metric", "over", "base", "new", "base ratio", "new ratio", "change", "p",
+              "n base/new", "verdict"]
+
+    def number(value, spec):
+        return "" if pd.isna(value) else format(value, spec)
+
+    rows = [[*(str(row[k]) for k in varying), str(row["variant"]), str(row["metric"]), str(row["against"]),
+             number(row["base"], ".4g"), number(row["new"], ".4g"), number(row["base_ratio"], ".3f"),
+             number(row["new_ratio"], ".3f"), "" if pd.isna(row["change"]) else f"{(row['change'] - 1) * 100:+.1f}%",
+             number(row["p_value"], ".3g"), f"{row['n_base']}/{row['n_new']}", row["verdict"]]
+            for row in result.to_dict("records")]
+    return header, rows, constant
+
+
+def render_table(result: pd.DataFrame) -> Table:
+    header, rows, constant = _cells(result)
     attrs = result.attrs
-    title = f"{attrs.get('column', 'seconds')} / {attrs['reference']}" if "reference" in attrs else None
+    title = (f"ratios over {attrs['reference']} (threshold {attrs['threshold']:.0%}); {attrs['reference']} over "
+             f"the calibration (threshold {attrs['calibration_threshold']:.0%})") if "reference" in attrs else None
     table = Table(title=title, caption=constant or None)
-    for name in [*varying, "variant"]:
-        table.add_column(name)
-    for name in ("base ratio", "new ratio", "change", "p", "n base/new", "verdict"):
-        table.add_column(name, justify="left" if name == "verdict" else "right")
-    for row in result.to_dict("records"):
-        table.add_row(
-            *(str(row[k]) for k in [*varying, "variant"]),
-            f"{row['base_ratio']:.3f}",
-            f"{row['new_ratio']:.3f}",
-            f"{(row['change'] - 1) * 100:+.1f}%",
-            f"{row['p_value']:.3g}",
-            f"{row['n_base']}/{row['n_new']}",
-            f"[{VERDICT_STYLES[row['verdict']]}]{row['verdict']}[/]",
-        )
+    for name in header:
+        table.add_column(name, justify="left" if name in ("verdict", "variant", "metric", "over") else "right")
+    for cells in rows:
+        table.add_row(*cells[:-1], f"[{VERDICT_STYLES[cells[-1]]}]{cells[-1]}[/]")
     return table
 
 
-def exit_code(result: pd.DataFrame) -> int:
-    """1 when any variant got SLOWER relative to the reference, else 0."""
-    return int((result["verdict"] == "SLOWER").any())
+def render_markdown(result: pd.DataFrame) -> str:
+    header, rows, constant = _cells(result)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines + ([f"\n{constant}"] if constant else []))
+
+
+def render_json(result: pd.DataFrame) -> str:
+    records = json.loads(result.to_json(orient="records"))
+    return json.dumps({"settings": result.attrs, "rows": records}, indent=1)
+
+
+def summary(result: pd.DataFrame, allow_missing: bool = False) -> str:
+    counts = result["verdict"].value_counts().to_dict()
+    code = exit_code(result, allow_missing)
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + (" -> regression" if code else "")

@@ -1,10 +1,12 @@
-"""The `bench` command."""
+"""The `bench` command: generic over suites (`bench list` shows them)."""
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -13,12 +15,13 @@ from bench import envinfo, harness, results
 from bench.backend import resolve_backend
 from bench.corpus import CorpusError
 from bench.errors import BenchError
-from bench.kspec import parse_k, parse_list
-from bench.suite import all_suites, get_suite
+from bench.specs import parse_choices
+from bench.suite import all_suites, get_suite, suite_names
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results"
 FIGURES = REPO / "figures"
+VERSION = "0.2.0"
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Re-measure GPU papers on sampling from discrete distributions and topic models.")
@@ -26,129 +29,192 @@ data_app = typer.Typer(no_args_is_help=True, help="Corpora: list, info, fetch, s
 app.add_typer(data_app, name="data")
 # Wide when writing to a log or pipe, so tables are not squeezed to 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
 
-SuiteOpt = typer.Option("lda", "--suite", help="Suite to run (see `bench list`).")
+AXES_HELP = ("[SUITE] (default lda), then axes as -a NAME=SPEC or --NAME SPEC (e.g. --k 4..1024); "
+             "`bench list SUITE` shows them")
+EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 BackendOpt = typer.Option("auto", "--backend", help="auto (GPU when CuPy sees one) | cpu | gpu.")
+AxisOpt = typer.Option([], "-a", "--axis", help="NAME=SPEC, repeatable: 4..1024, 16..4096:*2, 2^3..2^14, a,b.")
+VariantOpt = typer.Option(None, "--variant", help="Comma list of variants.", show_default="the suite's default set")
 
 
-def _sweep_options(k, precision, dataset, scale, update, warp, iterations) -> dict:
-    return {"k": k, "precision": precision, "dataset": dataset, "scale": scale, "update": update,
-            "W": warp, "iterations": iterations}
+def _version(value: bool):
+    if value:
+        out.print(f"bench {VERSION}")
+        raise typer.Exit()
 
 
-@app.command()
-def sweep(
-    k: Optional[str] = typer.Option(None, "--k", help="Topics: A..B (step 4), A..B:S, or a comma list."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="Comma list of variants."),
-    precision: Optional[str] = typer.Option(None, "--precision", help="f32, f64 or f32,f64."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="Catalogue name or path."),
-    scale: Optional[float] = typer.Option(None, "--scale", help="Shrink a synthetic corpus."),
-    update: Optional[str] = typer.Option(None, "--update", help="mfm (mean-for-mode) and/or dirichlet."),
-    warp: Optional[int] = typer.Option(None, "--warp", help="Warp size W: 8, 16 or 32."),
-    iterations: Optional[int] = typer.Option(None, "--iterations", help="Iterations per timed run."),
-    repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed repeats per point."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", help="Untimed warm-up runs per variant."),
-    backend: str = BackendOpt,
-    suite: str = SuiteOpt,
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for <suite>.csv (default results/<machine>)."),
-    fresh: bool = typer.Option(False, "--fresh", help="Re-measure points already measured."),
-):
-    """Measure a sweep; resumes where an earlier run of the same sweep stopped."""
-    chosen = get_suite(suite)
-    backend = resolve_backend(backend, chosen.backends)
-    defaults = chosen.defaults(backend)
-    points = chosen.points(_sweep_options(k, precision, dataset, scale, update, warp, iterations), backend)
-    variants = parse_list(variant, chosen.variants, "variant") if variant else list(defaults.variants)
+@app.callback()
+def main_options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                              help="Print the version and exit.")):
+    """Re-measure GPU papers on sampling from discrete distributions and topic models."""
+
+
+def _suite_and_axes(extra: list[str], axis: list[str]) -> tuple[str, dict[str, str]]:
+    """SUITE (optional, first) and axis specs from `-a NAME=SPEC` and `--NAME SPEC`."""
+    extra = list(extra)
+    name = extra.pop(0) if extra and not extra[0].startswith("-") else "lda"
+    given: dict[str, str] = {}
+
+    def add(key, spec):
+        if key in given:
+            raise BenchError(f"axis {key} given twice")
+        given[key] = spec
+
+    for item in axis:
+        key, eq, spec = item.partition("=")
+        if not eq or not key or not spec:
+            raise BenchError(f"-a {item!r}: expected NAME=SPEC, e.g. -a K=4..1024")
+        add(key, spec)
+    while extra:
+        token = extra.pop(0)
+        if not token.startswith("--") or len(token) < 3:
+            raise BenchError(f"unexpected argument {token!r}: {AXES_HELP}")
+        key, eq, spec = token[2:].partition("=")
+        if not eq:
+            if not extra or extra[0].startswith("--"):
+                raise BenchError(f"option {token} needs a value")
+            spec = extra.pop(0)
+        add(key, spec)
+    return name, given
+
+
+def _plan(extra, axis, variant, backend, **kwargs):
+    name, given = _suite_and_axes(extra, axis)
+    suite = get_suite(name)
+    supported = tuple(sorted({d for v in suite.variants for d in v.devices}))
+    backend = resolve_backend(backend, supported)
+    variants = parse_choices(variant, [v.name for v in suite.variants], "variant") if variant else None
+    return harness.plan(suite, given, backend, variants, **kwargs)
+
+
+def _settings(plan, repeats, warmup, max_noise, budget, max_repeats, flush_l2, out_dir, fresh):
+    defaults = plan.suite.defaults(plan.backend)
+    if flush_l2 and plan.backend != "gpu":
+        raise BenchError("--flush-l2 flushes the GPU's L2: it needs --backend gpu")
     repeats = defaults.repeats if repeats is None else repeats
-    warmup = defaults.warmup if warmup is None else warmup
-    if repeats < 1 or warmup < 0:
-        raise BenchError("--repeats must be >= 1 and --warmup >= 0")
-    if out_dir is None:
-        out_dir = RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), backend)
-    constant = {key: value for key, value in points[0].items()
-                if key not in ("suite", "backend") and all(p[key] == value for p in points)}
-    err.print(f"{len(points)} points x {len(variants)} variants x {repeats} repeats on {backend}, "
-              + " ".join(f"{key}={value}" for key, value in constant.items()))
-    if all(v is None for v in (dataset, scale, iterations)):
-        err.print(defaults.note)
-    settings = harness.SweepSettings(variants, repeats, warmup, backend, out_dir, fresh)
-    raise typer.Exit(harness.sweep(chosen, points, settings))
+    return harness.Settings(
+        repeats=repeats, warmup=defaults.warmup if warmup is None else warmup,
+        out_dir=out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), plan.backend),
+        fresh=fresh, max_noise=defaults.max_noise if max_noise is None else (max_noise or None),
+        budget_s=defaults.budget_s if budget is None else budget,
+        max_repeats=max(repeats, defaults.max_repeats if max_repeats is None else max_repeats), flush_l2=flush_l2)
 
 
-@app.command()
-def run(
-    k: int = typer.Option(256, "--k", help="Number of topics."),
-    variant: str = typer.Option("alg7", "--variant"),
-    precision: str = typer.Option("f32", "--precision"),
-    dataset: Optional[str] = typer.Option(None, "--dataset"),
-    scale: Optional[float] = typer.Option(None, "--scale"),
-    update: str = typer.Option("mfm", "--update"),
-    warp: int = typer.Option(32, "--warp"),
-    iterations: Optional[int] = typer.Option(None, "--iterations"),
+def _constant(points: list[dict]) -> str:
+    return " ".join(f"{key}={value}" for key, value in points[0].items()
+                    if key not in ("suite", "backend") and all(p[key] == value for p in points))
+
+
+@app.command(context_settings=EXTRA, options_metavar="[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]")
+def sweep(
+    ctx: typer.Context,
+    axis: list[str] = AxisOpt,
+    variant: Optional[str] = VariantOpt,
     backend: str = BackendOpt,
-    suite: str = SuiteOpt,
+    repeats: Optional[int] = typer.Option(None, "--repeats", help="Timed repeats per point (the minimum with "
+                                          "--max-noise).", show_default="the suite's, per backend"),
+    warmup: Optional[int] = typer.Option(None, "--warmup", help="Untimed runs per variant before the repeats.",
+                                         show_default="the suite's"),
+    max_noise: Optional[float] = typer.Option(None, "--max-noise", help="Repeat a point until the relative "
+                                              "standard error of every variant's mean is below this (0 = off).",
+                                              show_default="the suite's"),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds a point may take under --max-noise.",
+                                           show_default="the suite's"),
+    max_repeats: Optional[int] = typer.Option(None, "--max-repeats", help="Cap on repeats under --max-noise.",
+                                              show_default="the suite's"),
+    flush_l2: bool = typer.Option(False, "--flush-l2", help="Evict the GPU's L2 before every timed GPU run."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for <suite>.csv.",
+                                           show_default="results/<machine>"),
+    fresh: bool = typer.Option(False, "--fresh", help="Re-measure points already measured."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the points and their count; measure nothing."),
 ):
-    """Measure one point once (after a warm-up) and show where the time goes."""
-    chosen = get_suite(suite)
-    backend = resolve_backend(backend, chosen.backends)
-    parse_list(variant, chosen.variants, "variant")
-    [point] = chosen.points(_sweep_options(str(k), precision, dataset, scale, update, warp, iterations), backend)
-    settings = harness.SweepSettings([variant], 1, 1, backend, Path("."))
-    [row] = list(harness.measure_point(chosen, point, settings))
-    table = Table(title=f"{suite} {variant}: {harness.describe(point)}")
+    """Measure a sweep of a suite: every combination of its axes, all variants interleaved.
+    Resumes where an earlier run of the same sweep stopped; a rerun with more
+    repeats adds the missing ones."""
+    plan = _plan(ctx.args, axis, variant, backend)
+    settings = _settings(plan, repeats, warmup, max_noise, budget, max_repeats, flush_l2, out_dir, fresh)
+    names = ", ".join(f"{name} ({device})" for name, device in plan.variants)
+    err.print(f"{plan.suite.name}: {len(plan.points)} points x {len(plan.variants)} variants ({names}) x "
+              f"{settings.repeats} repeats on {plan.backend}; {_constant(plan.points)}")
+    if not any(name in ctx.args or any(a.startswith(name) for a in axis) for name in ("--dataset", "--scale")):
+        err.print(plan.suite.defaults(plan.backend).note)
+    if dry_run:
+        for line in plan.describe_skips():
+            err.print(line)
+        for point in plan.points:
+            out.print(harness.describe(point))
+        out.print(f"{len(plan.points)} points, {len(plan.points) * len(plan.variants)} (point, variant) pairs; "
+                  "nothing measured (--dry-run)")
+        return
+    raise typer.Exit(harness.sweep(plan, settings))
+
+
+@app.command(context_settings=EXTRA, options_metavar="[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]")
+def run(ctx: typer.Context, axis: list[str] = AxisOpt, variant: Optional[str] = VariantOpt,
+        backend: str = BackendOpt):
+    """Measure one point once (after a warm-up) and show where the time goes. Axes
+    not given take the first value of their default."""
+    plan = _plan(ctx.args, axis, variant, backend, first_only=True)
+    if len(plan.points) != 1:
+        raise BenchError(f"bench run measures one point; these axes give {len(plan.points)}: give single values")
+    [point] = plan.points
+    plan.suite.check(plan.points)
+    settings = harness.Settings(repeats=1, warmup=1, out_dir=Path("."))
+    rows, _ = harness.measure_point(plan, point, settings)
+    table = Table(title=f"{plan.suite.name}: {harness.describe(point)}")
     table.add_column("phase")
-    table.add_column("seconds", justify="right")
-    table.add_column("share", justify="right")
-    for phase in chosen.phases:
-        table.add_row(phase, f"{row[phase + '_s']:.4f}", f"{row[phase + '_s'] / row['seconds']:.1%}")
-    table.add_row("whole run", f"{row['seconds']:.4f}", "100%")
+    for row in rows:
+        table.add_column(f"{row['variant']} ({row['device']}) s", justify="right")
+    for phase in [*plan.suite.phases, None]:
+        column = f"{phase}_s" if phase else "seconds"
+        table.add_row(phase or "whole run", *(f"{row[column]:.4g} ({row[column] / row['seconds']:.0%})"
+                                             for row in rows))
     out.print(table)
-    extras = {key: value for key, value in row.items() if key not in point and not key.endswith("_s")
-              and key not in ("variant", "repeat", "seconds")}
-    out.print(", ".join(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-                        for key, value in extras.items()))
+    for row in rows:
+        metrics = {m.name: row.get(m.name) for m in plan.suite.metrics if row.get(m.name) is not None}
+        out.print(f"{row['variant']}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                    for k, v in {**metrics, "copy_gbps": row["copy_gbps"]}.items()
+                                                    if v is not None))
 
 
-@app.command()
+@app.command(context_settings=EXTRA, options_metavar="[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]")
 def verify(
-    k: str = typer.Option("1..70", "--k", help="K spec to check; here A..B means every K from A to B."),
-    warp: str = typer.Option("32", "--warp", help="Comma list of warp sizes (8, 16, 32)."),
-    precision: str = typer.Option("f32,f64", "--precision"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the random inputs (default: fresh)."),
+    ctx: typer.Context,
+    axis: list[str] = AxisOpt,
+    variant: Optional[str] = typer.Option(None, "--variant", help="Comma list of variants.", show_default="all"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the fresh inputs.", show_default="fresh"),
     backend: str = BackendOpt,
 ):
-    """Check every draw-z variant: identical z with dyadic weights, chi-square vs exact probabilities."""
-    from impls.lda.model import PRECISIONS
-    from impls.lda.suite import WARP_SIZES
-    from impls.lda.verify import draw_on_gpu, verify_point
-    from impls.lda.drawz_cpu import draw_z
-    import numpy as np
-
-    backend = resolve_backend(backend, get_suite("lda").backends)
-    ks = parse_k(k, default_step=1)
-    warps = [int(w) for w in parse_list(warp, [str(w) for w in WARP_SIZES], "warp size")]
-    if backend == "gpu" and warps != [32]:
-        raise BenchError("--backend gpu checks the hardware warp only: use --warp 32")
-    precisions = parse_list(precision, PRECISIONS, "precision")
+    """Check every variant against the suite's reference answer on fresh inputs
+    (exactly where the suite makes exactness possible), at every point of the
+    suite's verification axes."""
+    name, _ = _suite_and_axes(ctx.args, axis)
+    all_variants = ",".join(v.name for v in get_suite(name).variants)
+    plan = _plan(ctx.args, axis, variant or all_variants, backend, verification=True)
+    suite = plan.suite
+    for line in plan.describe_skips():
+        err.print(line)
     seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
-    draw = draw_on_gpu if backend == "gpu" else draw_z
-    reports = [verify_point(K, W, p, seed, draw=draw) for W in warps for p in precisions for K in ks]
-    alpha = 1e-3 / len(reports)  # Bonferroni: the whole run fails by chance with probability < 0.1%
-    table = Table(title=f"bench verify --backend {backend} (seed {seed}; chi-square passes at p >= {alpha:.1e})")
-    for column in ("W", "precision", "K", "tokens", "z identical to CPU alg1", "min chi-square p", "result"):
-        table.add_column(column, justify="right")
+    checks = len(plan.points) * len(plan.variants)
+    alpha = 1e-3 / checks  # Bonferroni: the whole run fails by chance with probability < 0.1%
+    table = Table(title=f"bench verify {suite.name} on {plan.backend} (seed {seed}; statistical checks pass at "
+                        f"p >= {alpha:.1e})")
+    axes = [a.name for a in suite.verify_axes]
+    for column in (*axes, "variant", "device", "result", "detail"):
+        table.add_column(column)
     failures = 0
-    for report in reports:
-        differing = {v: n for v, n in report["mismatches"].items() if n}
-        p_min = min(report["chi2_p"].values())
-        ok = not differing and p_min >= alpha
-        failures += not ok
-        table.add_row(str(report["W"]), report["precision"], str(report["K"]), str(report["tokens"]),
-                      "all" if not differing else ", ".join(f"{v}: {n} differ" for v, n in differing.items()),
-                      f"{p_min:.3g}", "[green]pass[/]" if ok else "[red]FAIL[/]")
+    for point in plan.points:
+        case = suite.verify_case(point, seed)
+        for variant_name, device in plan.variants:
+            ok, detail = suite.agrees(case, suite.output(case, variant_name, device), alpha)
+            failures += not ok
+            table.add_row(*(str(point[a]) for a in axes), variant_name, device,
+                          "[green]pass[/]" if ok else "[red]FAIL[/]", detail)
     out.print(table)
-    out.print(f"{len(reports) - failures} of {len(reports)} points pass" + (f"; {failures} FAIL" if failures else ""))
+    out.print(f"{checks - failures} of {checks} checks pass ({len(plan.points)} points x {len(plan.variants)} "
+              "variants)" + (f"; {failures} FAIL" if failures else ""))
     raise typer.Exit(1 if failures else 0)
 
 
@@ -156,59 +222,79 @@ def verify(
 def figures(
     results_dir: Path = typer.Option(RESULTS, "--results", help="Root of results/<machine>/ directories."),
     out_dir: Path = typer.Option(FIGURES, "--out", help="Root of figures/<machine>/ directories."),
-    ensure: bool = typer.Option(False, "--ensure", help="Run the default CPU sweep first if this machine has no results."),
+    ensure: Optional[str] = typer.Option(None, "--ensure", help="Comma list of suites to give this machine a "
+                                         "default CPU sweep first, where it has no results of them."),
 ):
     """Render every figure whose results exist."""
     from bench.figures import render_all
 
-    if ensure:
+    if not results_dir.is_dir():
+        raise BenchError(f"--results {results_dir}: not a directory")
+    for name in parse_choices(ensure, suite_names(), "suite") if ensure else []:
+        suite = get_suite(name)
         slug = envinfo.machine_slug(envinfo.collect_env(sys.argv), "cpu")
-        for chosen in all_suites():
-            if not (results_dir / slug / f"{chosen.name}.csv").exists():
-                err.print(f"no {chosen.name} results for this machine ({slug}): running the default CPU sweep")
-                defaults = chosen.defaults("cpu")
-                points = chosen.points({}, "cpu")
-                settings = harness.SweepSettings(list(defaults.variants), defaults.repeats, defaults.warmup,
-                                                 "cpu", results_dir / slug)
-                err.print(defaults.note)
-                status = harness.sweep(chosen, points, settings)
-                if status:
-                    raise typer.Exit(status)
-    written = render_all(results_dir, out_dir, all_suites())
+        if not (results_dir / slug / f"{name}.csv").exists():
+            err.print(f"no {name} results for this machine ({slug}): running the default CPU sweep")
+            plan = harness.plan(suite, {}, "cpu")
+            defaults = suite.defaults("cpu")
+            err.print(defaults.note)
+            status = harness.sweep(plan, harness.Settings(defaults.repeats, defaults.warmup, results_dir / slug))
+            if status:
+                raise typer.Exit(status)
+    written = render_all(results_dir, out_dir, all_suites(), warn=lambda text: err.print(f"[yellow]{text}[/]"))
     for path in written:
         out.print(str(path))
     if not written:
-        err.print(f"no results under {results_dir}: run `bench sweep` first")
-        raise typer.Exit(1)
+        raise BenchError(f"no figures: no readable results under {results_dir} (run `bench sweep` first)")
 
 
 @app.command()
 def check(
-    new: Path = typer.Argument(..., help="Result CSV (or directory) to check."),
+    new: Path = typer.Argument(..., help="Result CSV (or results directory) to check."),
     baseline: Path = typer.Option(..., "--baseline", help="Result CSV (or directory) to compare with."),
-    suite: str = SuiteOpt,
-    threshold: float = typer.Option(0.10, "--threshold", help="Ratio change that counts (0.10 = 10%)."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="Suite whose file to read in a directory.",
+                                        show_default="the file's suite; lda in a directory"),
+    threshold: float = typer.Option(0.10, "--threshold", help="Change of a ratio to the reference that counts."),
+    calibration_threshold: float = typer.Option(0.25, "--calibration-threshold",
+                                                help="Change of the reference's time over the calibration that "
+                                                     "counts (catches a slower reference or slower everything)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Mann-Whitney U test."),
-    column: str = typer.Option("seconds", "--column", help="Measurement column to compare."),
+    metric: Optional[str] = typer.Option(None, "--metric", help="Comma list of gated metrics to check.",
+                                         show_default="every gated metric"),
+    allow_missing: bool = typer.Option(False, "--allow-missing",
+                                       help="Points or variants missing from NEW do not fail the check."),
+    fmt: str = typer.Option("table", "--format", help="table | markdown | json."),
 ):
-    """Compare ratios between variants (each over the suite's reference, measured
-    in the same run) point by point; exit 1 when one is significantly slower."""
-    from bench.check import compare, exit_code, render_table
+    """Compare NEW with BASE metric by metric, each gated as the suite declares;
+    exit 1 when something regressed or is missing, 2 on bad input."""
+    from bench.check import compare, exit_code, render_json, render_markdown, render_table, summary
 
-    for path in (new, baseline):
-        if not path.exists():
-            raise BenchError(f"no such result file: {path}")
-    chosen = get_suite(suite)
-    try:
-        result = compare(results.read_results(new), results.read_results(baseline), chosen.reference_variant,
-                         threshold=threshold, alpha=alpha, column=column)
-    except ValueError as error:
-        raise BenchError(str(error)) from error
-    out.print(render_table(result))
-    code = exit_code(result)
-    counts = result["verdict"].value_counts().to_dict()
-    out.print(", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + (" -> regression" if code else ""))
-    raise typer.Exit(code)
+    parse_choices(fmt, ("table", "markdown", "json"), "format")
+    for value, name in ((threshold, "--threshold"), (calibration_threshold, "--calibration-threshold")):
+        if not value > 0:
+            raise BenchError(f"{name} must be > 0, got {value}")
+    if not 0 < alpha < 1:
+        raise BenchError(f"--alpha must be in (0, 1), got {alpha}")
+    suite_name = suite or ("lda" if new.is_dir() or baseline.is_dir() else None)
+
+    def registry_schema(name):
+        return results.schema_for(get_suite(name))
+
+    new_df, schema, _ = results.load(new, suite_name, registry_schema)
+    base_df, base_schema, _ = results.load(baseline, suite_name or schema["suite"], registry_schema)
+    for df, path in ((new_df, new), (base_df, baseline)):
+        if df.empty:
+            raise BenchError(f"{path}: no rows")
+    result = compare(new_df, base_df, schema, threshold=threshold, calibration_threshold=calibration_threshold,
+                     alpha=alpha, metrics=metric.split(",") if metric else None, base_schema=base_schema)
+    if fmt == "json":
+        out.print(render_json(result), markup=False, highlight=False)
+    elif fmt == "markdown":
+        out.print(render_markdown(result), markup=False, highlight=False)
+    else:
+        out.print(render_table(result))
+    out.print(summary(result, allow_missing), markup=False)
+    raise typer.Exit(exit_code(result, allow_missing))
 
 
 @app.command("env")
@@ -218,13 +304,46 @@ def env_command():
 
 
 @app.command("list")
-def list_command():
-    """List the suites, their variants and phases."""
-    for chosen in all_suites():
-        out.print(f"[bold]{chosen.name}[/]: {chosen.description} (backends: {', '.join(chosen.backends)}; "
-                  f"phases: {', '.join(chosen.phases)}; reference: {chosen.reference_variant})")
-        for name, text in chosen.variants.items():
-            out.print(f"  {name:<12} {text}")
+def list_command(suite: Optional[str] = typer.Argument(None, help="One suite, in detail.",
+                                                       show_default="every suite, briefly")):
+    """The suites; with SUITE its axes and defaults, variants, metrics, phases and plots."""
+    if suite is None:
+        for chosen in all_suites():
+            out.print(f"[bold]{chosen.name}[/]: {chosen.description}; variants: "
+                      f"{', '.join(v.name for v in chosen.variants)}")
+        out.print("`bench list SUITE` for its axes, variants and metrics")
+        return
+    chosen = get_suite(suite)
+    out.print(f"[bold]{chosen.name}[/]: {chosen.description}")
+    table = Table(title="axes (-a NAME=SPEC or --NAME SPEC)")
+    for column in ("axis", "default on cpu", "default on gpu", "kind", "help"):
+        table.add_column(column)
+    for axis in chosen.axes:
+        table.add_row(" / ".join((axis.name, *axis.aliases)), axis.default_spec("cpu", {}),
+                      axis.default_spec("gpu", {}), "tunable" if axis.tune else "workload", axis.help)
+    out.print(table)
+    table = Table(title=f"variants (reference: {chosen.reference}; default: "
+                        f"{', '.join(chosen.default_variants) or 'all'})")
+    for column in ("variant", "devices", "peer", "needs", "description"):
+        table.add_column(column)
+    for variant in chosen.variants:
+        missing = variant.missing()
+        needs = ", ".join(f"{n} (missing)" if n in missing else n for n in variant.needs)
+        table.add_row(variant.name, ", ".join(variant.devices), "yes" if variant.peer else "", needs, variant.doc)
+    out.print(table)
+    table = Table(title="metrics")
+    for column in ("metric", "unit", "better", "per", "gate", "help"):
+        table.add_column(column)
+    for metric in chosen.all_metrics():
+        gate = f"tolerance {metric.tolerance:g}" if metric.gate == "tolerance" else metric.gate or ""
+        table.add_row(metric.name, metric.unit, metric.better, metric.per, gate, metric.help)
+    out.print(table)
+    for backend in ("cpu", "gpu"):
+        d = chosen.defaults(backend)
+        noise = f", until noise < {d.max_noise:g} within {d.budget_s:g} s" if d.max_noise else ""
+        out.print(f"defaults on {backend}: {d.repeats} repeats, {d.warmup} warm-up{noise}")
+    if chosen.plots:
+        out.print("plots: " + ", ".join(plot.stem for plot in chosen.plots))
 
 
 @data_app.command("list")
@@ -285,11 +404,21 @@ def data_synth(
 
 
 def main():
+    """Bad input ends in one line on stderr and exit 2; a regression found by
+    `bench check` is the only exit 1."""
+    warnings.showwarning = lambda message, *args, **kwargs: err.print(f"[yellow]warning:[/] {message}")
     try:
-        app()
+        status = app(standalone_mode=False)
     except (BenchError, CorpusError) as error:
-        err.print(f"[red]error:[/] {error}", soft_wrap=True, highlight=False)
-        sys.exit(getattr(error, "exit_code", 1))
-    except KeyboardInterrupt:
+        err.print(f"[red]error:[/] {error}")
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted")
         sys.exit(130)
+    except Exception as error:
+        if not hasattr(error, "format_message"):  # a bug: show its traceback
+            raise
+        # A usage error of click (vendored by newer typer): bad option, missing argument.
+        err.print(f"[red]error:[/] {' '.join(error.format_message().split())}")
+        sys.exit(2)
+    sys.exit(status if isinstance(status, int) else 0)

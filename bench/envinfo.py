@@ -20,7 +20,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CODE_DIRS = ("bench", "impls")
 CODE_PATTERNS = ("*.py", "*.cu", "*.cuh")
-PACKAGES = ("numpy", "numba", "pandas", "scipy", "matplotlib", "typer", "cupy")
+PACKAGES = ("numpy", "numba", "pandas", "scipy", "matplotlib", "typer", "cupy", "pynvml")
 
 # cudaDeviceAttr values; CUDA 13 dropped the clock fields from cudaDeviceProp.
 _ATTR_SM_CLOCK_KHZ = 13
@@ -122,7 +122,6 @@ def collect_env(argv: list[str]) -> dict:
         **(_probe(_gpu_info) or _NO_GPU),
         "git_commit": commit,
         "git_dirty": None if commit is None or status is None else bool(status),
-        "code_version": code_version(),
         "hostname": socket.gethostname(),
         "argv": list(argv),
         "command": shlex.join(argv),
@@ -130,13 +129,17 @@ def collect_env(argv: list[str]) -> dict:
     }
 
 
-def code_version() -> str:
-    """Short sha256 over every source file under bench/ and impls/ (relative path and bytes)."""
+def code_version(sources: tuple[str, ...] = CODE_DIRS) -> str:
+    """Short sha256 over the source files under bench/ and the given paths (a suite's
+    own directories): relative path and bytes, so a change to one suite leaves
+    another's code version alone."""
+    roots = dict.fromkeys(["bench", *sources])
     files = sorted(
-        (path.relative_to(REPO_ROOT).as_posix(), path)
-        for directory in CODE_DIRS
-        for pattern in CODE_PATTERNS
-        for path in (REPO_ROOT / directory).rglob(pattern)
+        {(path.relative_to(REPO_ROOT).as_posix(), path)
+         for root in roots
+         for pattern in CODE_PATTERNS
+         for path in ((REPO_ROOT / root).rglob(pattern) if (REPO_ROOT / root).is_dir() else [REPO_ROOT / root])
+         if path.is_file() and path.match(pattern)}
     )
     digest = hashlib.sha256()
     for relative, path in files:

@@ -8,27 +8,21 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Protocol
-
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.results import key_columns, latest_code, read_results, read_sidecar
+from bench.errors import BenchError
+from bench.results import key_columns, latest_code, load, read_csv, schema_for
 
 CAPTION_FONTSIZE = 6
 
 
-class Suite(Protocol):
-    name: str
-
-    def render_figures(self, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]: ...
-
-
-def render_all(results_root: Path, figures_root: Path, suites: list[Suite]) -> list[Path]:
+def render_all(results_root: Path, figures_root: Path, suites: list, warn=print) -> list[Path]:
     """Render every suite's figures for every results_root/<machine>/<suite>.csv.
 
     Each suite sees, for each point and variant, the runs of the latest code version
-    (results.latest_code), so figures never pool new code with old measurements.
+    (results.latest_code), so figures never pool new code with old measurements. A
+    file that cannot be read is reported through `warn` and skipped; the others are drawn.
     """
     written = []
     for machine_dir in sorted(p for p in Path(results_root).iterdir() if p.is_dir()):
@@ -36,9 +30,50 @@ def render_all(results_root: Path, figures_root: Path, suites: list[Suite]) -> l
             csv_path = machine_dir / f"{suite.name}.csv"
             if not csv_path.exists():
                 continue
-            df = latest_code(read_results(csv_path))
-            meta = {**read_sidecar(csv_path.with_suffix(".json")), "machine": machine_dir.name}
-            written += suite.render_figures(df, meta, Path(figures_root) / machine_dir.name)
+            try:
+                df, schema, sidecar = load(csv_path, suite.name, lambda name: schema_for(suite))
+            except BenchError as error:
+                warn(f"skipped: {error}")
+                continue
+            if df.empty:
+                continue
+            df = latest_code(df, schema)
+            series_path = machine_dir / f"{suite.name}-series.csv"
+            series = latest_code(read_csv(series_path), schema) if series_path.exists() else pd.DataFrame()
+            meta = {**sidecar, "schema": schema, "machine": machine_dir.name}
+            outdir = Path(figures_root) / machine_dir.name
+            for plot in suite.plots:
+                written += draw_plot(plot, series if plot.series else df, schema, meta, outdir)
+            written += suite.render_figures(df, series, meta, outdir)
+    return written
+
+
+def draw_plot(plot, df: pd.DataFrame, schema: dict, meta: dict, outdir: Path) -> list[Path]:
+    """A declared Plot: median of y against x, one line per `line` value, a figure per `panel` value."""
+    if df.empty or plot.x not in df or plot.y not in df:
+        return []
+    written = []
+    panels = df.groupby(plot.panel, dropna=False) if plot.panel else [(None, df)]
+    for value, subset in panels:
+        value = value[0] if isinstance(value, tuple) else value
+        fig = Figure(figsize=(7, 4.5))
+        ax = fig.add_subplot()
+        stats = subset.groupby([plot.line, plot.x], dropna=False)[plot.y].agg(["median", "min", "max"])
+        for name, points in stats.groupby(level=0):
+            points = points.droplevel(0)
+            ax.plot(points.index, points["median"], marker="o", markersize=3, linewidth=1, label=str(name))
+            ax.fill_between(points.index, points["min"], points["max"], alpha=0.2, linewidth=0)
+        unit = schema["columns"].get(plot.y, {}).get("unit", "")
+        ax.set_xlabel(plot.x)
+        ax.set_ylabel(f"{plot.y} ({unit})" if unit else plot.y)
+        ax.set_xscale("log" if plot.logx else "linear")
+        ax.set_yscale("log" if plot.logy else "linear")
+        ax.set_title(plot.title + (f" ({plot.panel}={value})" if plot.panel else ""), fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        stem = plot.stem + (f"-{plot.panel}-{value}" if plot.panel else "")
+        written += save(fig, outdir, stem, caption(meta, subset) +
+                        "\nLines: median over repeats; bands: fastest to slowest repeat.")
     return written
 
 
@@ -50,7 +85,7 @@ def caption(meta: dict, df: pd.DataFrame) -> str:
     """Where and how the data in df were measured, one topic per line."""
     runs = meta.get("runs", {})
     envs = [runs[r] for r in df["run_id"].unique() if r in runs]
-    keys = key_columns(df.columns)
+    keys = [k for k in key_columns(meta["schema"]) if k in df]
     constant = {k: df[k].iloc[0] for k in keys if df[k].nunique(dropna=False) == 1}
     backends = set(df["backend"]) if "backend" in df else set()
 
@@ -71,16 +106,21 @@ def caption(meta: dict, df: pd.DataFrame) -> str:
         machine += f"; {versions}"
 
     settings = ", ".join(f"{k}={v}" for k, v in constant.items() if k not in ("suite", "backend"))
-    repeats = df.groupby([*keys, "variant"], dropna=False).size()
+    measured = df.drop_duplicates([*keys, "variant", "run_id", "group", "repeat"])
+    repeats = measured.groupby([*keys, "variant"], dropna=False).size()
     n_repeats = str(repeats.min()) if repeats.min() == repeats.max() else f"{repeats.min()}-{repeats.max()}"
     dates = pd.to_datetime(df["timestamp"], utc=True, format="ISO8601").dt.strftime("%Y-%m-%d")
     date_range = dates.min() if dates.min() == dates.max() else f"{dates.min()} to {dates.max()}"
     codes = _distinct(sorted(df["code_version"].astype(str).unique()))
-    return "\n".join([
-        machine,
-        f"Settings: {settings or 'none constant'}; {n_repeats} repeats per point",
-        f"Measured {date_range}; code version {codes}",
-    ])
+    lines = [machine, f"Settings: {settings or 'none constant'}; {n_repeats} repeats per point",
+             f"Measured {date_range}; code version {codes}"]
+    if "sm_clock_mhz_min" in df and df["sm_clock_mhz_min"].notna().any():
+        throttled = df.loc[df["throttled"].astype(str).str.lower() == "true", "group"].nunique()
+        lines.append(f"SM clock during the points {df['sm_clock_mhz_min'].min():.0f}-"
+                     f"{df['sm_clock_mhz_max'].max():.0f} MHz; {throttled} point(s) measured while throttled")
+    elif "load_1m" in df and df["load_1m"].notna().any():
+        lines.append(f"Load average (1 min) during the points {df['load_1m'].min():.2f}-{df['load_1m'].max():.2f}")
+    return "\n".join(lines)
 
 
 def save(fig: Figure, outdir: Path, stem: str, caption_text: str | None = None) -> list[Path]:

@@ -1,13 +1,25 @@
-"""The sweep loop: every point of a sweep, all variants measured interleaved,
-repeat by repeat, so that drift on a busy machine hits them alike; rows
-appended a point at a time, so an interrupted sweep keeps every finished point
-and a rerun resumes where it stopped."""
+"""Plans and measures sweeps of any suite.
 
+A plan is the cross product of the suite's axes (minus the combinations the suite
+skips, with reasons) and the chosen variants, each on a device (minus those whose
+package or device is missing, with reasons). A point is measured with all its
+variants interleaved, repeat by repeat, after untimed warm-ups, beside a calibration
+timed in the same repeat; rows are appended a point at a time, so an interrupted
+sweep keeps every finished point and a rerun adds only what is missing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
 import signal
+import statistics
 import sys
 import time
+import traceback
 import uuid
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,83 +27,246 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from bench import envinfo, results
+from bench.errors import BenchError
 from bench.suite import Suite
-from bench.timing import make_timer
+from bench.timing import RunContext, calibrate, warm_calibration
 
 console = Console(stderr=True)
 
 
 @dataclass
-class SweepSettings:
-    variants: list[str]
+class Settings:
     repeats: int
     warmup: int
-    backend: str
     out_dir: Path
     fresh: bool = False
+    max_noise: float | None = None  # stop a point once its relative noise is below this
+    budget_s: float = 10.0  # ... or once it has taken this long
+    max_repeats: int = 1000
+    flush_l2: bool = False
+
+    def __post_init__(self):
+        if self.repeats < 1 or self.warmup < 0 or self.max_repeats < self.repeats:
+            raise BenchError("need --repeats >= 1, --warmup >= 0 and --max-repeats >= --repeats")
+        if self.max_noise is not None and not 0 < self.max_noise < 1:
+            raise BenchError(f"--max-noise must be in (0, 1), got {self.max_noise}")
+        if self.budget_s <= 0:
+            raise BenchError(f"--budget must be > 0 seconds, got {self.budget_s}")
+
+
+@dataclass
+class Plan:
+    suite: Suite
+    backend: str
+    points: list[dict]
+    variants: list[tuple[str, str]]  # (variant, device)
+    skipped_points: list[tuple[dict, str]] = field(default_factory=list)
+    skipped_variants: dict[str, str] = field(default_factory=dict)
+
+    def describe_skips(self) -> list[str]:
+        lines = [f"variant {name} skipped: {why}" for name, why in self.skipped_variants.items()]
+        reasons: dict[str, int] = {}
+        for _, why in self.skipped_points:
+            reasons[why] = reasons.get(why, 0) + 1
+        lines += [f"{n} point(s) skipped: {why}" for why, n in reasons.items()]
+        return lines
+
+
+def _axis(axes, name: str, suite: Suite):
+    for axis in axes:
+        if name == axis.name or name in axis.aliases:
+            return axis
+    raise BenchError(f"suite {suite.name} has no axis {name!r}; axes: {', '.join(a.name for a in axes)}")
+
+
+def resolve_specs(suite: Suite, given: dict[str, str], backend: str, axes=None) -> dict[str, str]:
+    """Every axis' spec: the given one (by name or alias) or its default, in axis order."""
+    axes = suite.axes if axes is None else axes
+    by_axis = {}
+    for name, spec in given.items():
+        axis = _axis(axes, name, suite)
+        if axis.name in by_axis:
+            raise BenchError(f"axis {axis.name} given twice")
+        by_axis[axis.name] = str(spec)
+    resolved = {}
+    for axis in axes:
+        resolved[axis.name] = by_axis.get(axis.name) or axis.default_spec(backend, {**by_axis, **resolved})
+    return resolved
+
+
+def plan(suite: Suite, given: dict[str, str], backend: str, variant_names: list[str] | None = None,
+         verification: bool = False, first_only: bool = False) -> Plan:
+    """Every point and variant of a sweep (or of `bench verify`, over the suite's
+    verify_axes), checked before anything is measured. first_only: axes not given
+    take the first value of their default (`bench run` measures one point)."""
+    axes = suite.verify_axes if verification else suite.axes
+    skip = suite.verify_skip if verification else suite.skip
+    specs = resolve_specs(suite, given, backend, axes)
+    values = [_axis(axes, name, suite).parse(spec) for name, spec in specs.items()]
+    if first_only:
+        given_axes = {_axis(axes, name, suite).name for name in given}
+        values = [v if name in given_axes else v[:1] for name, v in zip(specs, values)]
+    points, skipped = [], []
+    for combination in itertools.product(*values):
+        point = {"suite": suite.name, "backend": backend, **dict(zip(specs, combination))}
+        why = skip(point)
+        if why:
+            skipped.append((point, why))
+        else:
+            points.append(point)
+    names = variant_names or list(suite.default_variants) or [v.name for v in suite.variants]
+    chosen, skipped_variants = [], {}
+    for name in dict.fromkeys(names):
+        variant = suite.variant(name)
+        device = "gpu" if backend == "gpu" and "gpu" in variant.devices else "cpu"
+        if device not in variant.devices:
+            skipped_variants[name] = f"runs on {', '.join(variant.devices)} only; this sweep's backend is {backend}"
+        elif missing := variant.missing():
+            skipped_variants[name] = f"needs {', '.join(missing)} (not installed)"
+        else:
+            chosen.append((name, device))
+    result = Plan(suite, backend, points, chosen, skipped, skipped_variants)
+    if not chosen:
+        raise BenchError("no variant can run: " + "; ".join(result.describe_skips()))
+    if not points:
+        raise BenchError("every combination is invalid: " + "; ".join(result.describe_skips()))
+    return result
 
 
 def describe(point: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in point.items() if k not in ("suite", "backend"))
 
 
-def measure_point(suite: Suite, point: dict, settings: SweepSettings):
-    """Yield one row per (repeat, variant) of a point; warm-up runs first."""
+def _declared(suite: Suite, values: dict, per: str) -> dict:
+    declared = {m.name for m in suite.metrics if m.per == per}
+    unknown = set(values) - declared
+    if unknown:
+        raise RuntimeError(f"suite {suite.name} returned undeclared {per} metrics {sorted(unknown)}")
+    return values
+
+
+def _noise(seconds: list[float]) -> float:
+    """Relative standard error of the mean: shrinks as repeats accumulate."""
+    if len(seconds) < 2:
+        return float("inf")
+    return statistics.stdev(seconds) / statistics.fmean(seconds) / len(seconds) ** 0.5
+
+
+def _gpu_monitor(backend: str):
+    if backend != "gpu":
+        return None
+    from bench.gpu_monitor import ClockMonitor
+
+    return ClockMonitor()
+
+
+def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int = 0, repeats: int | None = None):
+    """(rows, series rows) of one point: every variant, interleaved, repeat by repeat."""
+    suite, backend = plan.suite, plan.backend
+    repeats = settings.repeats if repeats is None else repeats
     workload = suite.prepare(point)
-    for variant in settings.variants:
+    for name, device in plan.variants:
         for _ in range(settings.warmup):
-            suite.measure(workload, variant, make_timer(settings.backend))
-    for repeat in range(settings.repeats):
-        for variant in settings.variants:
-            timer = make_timer(settings.backend)
-            extra = suite.measure(workload, variant, timer)
-            row = {**point, "variant": variant, "repeat": repeat, "seconds": timer.seconds}
-            row.update({f"{name}_s": timer.phases.get(name, 0.0) for name in suite.phases})
-            row.update(extra)
-            yield row
+            with RunContext(device).timed() as ctx:
+                suite.run(workload, name, ctx)
+    warm_calibration(backend)
+    if settings.flush_l2:
+        from bench.gpu_monitor import flush_l2
+    rows, series = [], []
+    seconds: dict[str, list[float]] = {name: [] for name, _ in plan.variants}
+    monitor = _gpu_monitor(backend)
+    started = time.monotonic()
+    with monitor or nullcontext():
+        for repeat in itertools.count(first_repeat):
+            calibration = calibrate(backend)
+            for name, device in plan.variants:
+                if settings.flush_l2 and device == "gpu":
+                    flush_l2()
+                ctx = RunContext(device, calibration)
+                with ctx.timed():
+                    values = suite.run(workload, name, ctx) or {}
+                common = {**point, "variant": name, "device": device, "repeat": repeat}
+                row = {**common, "seconds": ctx.seconds,
+                       **{f"{phase}_s": ctx.phases.get(phase, 0.0) for phase in suite.phases},
+                       **_declared(suite, values, "run"), **calibration}
+                rows.append({**row, **_declared(suite, suite.derived(workload, row), "run")})
+                series += [{**common, **_declared(suite, {k: v for k, v in s.items() if k not in
+                                                          ("iteration", "wall_s")}, "iteration"),
+                            "iteration": s["iteration"], "wall_s": s["wall_s"]} for s in ctx.series]
+                seconds[name].append(ctx.seconds)
+            done = repeat + 1 - first_repeat
+            if done < repeats:
+                continue
+            if (settings.max_noise is None or done >= settings.max_repeats
+                    or time.monotonic() - started > settings.budget_s
+                    or max(_noise(s) for s in seconds.values()) < settings.max_noise):
+                break
+    hygiene = {"load_1m": os.getloadavg()[0], **(monitor.summary() if monitor else {})}
+    for row in rows:
+        s = seconds[row["variant"]]
+        row["cv"] = statistics.stdev(s) / statistics.fmean(s) if len(s) > 1 else None
+        row.update({k: v for k, v in hygiene.items() if k in results.HYGIENE})
+    return rows, series
 
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def sweep(suite: Suite, points: list[dict], settings: SweepSettings) -> int:
-    """Measure every point not yet measured with this code; return an exit status."""
-    csv_path = settings.out_dir / f"{suite.name}.csv"
-    sidecar = settings.out_dir / f"{suite.name}.json"
-    code = envinfo.code_version()
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
-    env = envinfo.collect_env(sys.argv)
-    machine = envinfo.machine_slug(env, settings.backend)
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
-    todo = points
-    if not settings.fresh and csv_path.exists():
-        index = results.measured_index(csv_path, code)
-        todo = [p for p in points if not results.is_measured(index, p, settings.variants)]
-        if len(todo) < len(points):
-            console.print(f"resuming: {len(points) - len(todo)} of {len(points)} points already in {csv_path} "
-                          "(same code and settings; --fresh re-measures them)")
-    info = {**env, "suite": suite.name, "code_version": code, "backend": settings.backend,
-            "variants": settings.variants, "repeats": settings.repeats, "warmup": settings.warmup,
+
+def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
+    """Measure every point not yet measured with this code and settings; return an exit status."""
+    suite = plan.suite
+    schema = results.schema_for(suite)
+    csv_path = settings.out_dir / f"{suite.name}.csv"
+    series_path = settings.out_dir / f"{suite.name}-series.csv"
+    sidecar = settings.out_dir / f"{suite.name}.json"
+    columns, series_cols = results.row_columns(schema), results.series_columns(schema)
+    results.check_header(csv_path, columns)
+    results.check_header(series_path, series_cols)
+    code = envinfo.code_version(suite.sources)
+    env = envinfo.collect_env(argv or sys.argv)
+    machine = envinfo.machine_slug(env, plan.backend)
+    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+
+    suite.check(plan.points)
+    names = [name for name, _ in plan.variants]
+    index = {} if settings.fresh else results.measured_repeats(csv_path, schema, code, settings.warmup)
+    todo = [(point, results.repeats_done(index, point, names)) for point in plan.points]
+    todo = [(point, done) for point, done in todo if done < settings.repeats]
+    if len(todo) < len(plan.points):
+        console.print(f"resuming: {len(plan.points) - len(todo)} of {len(plan.points)} points already have "
+                      f"{settings.repeats} repeats in {csv_path} (same code, warm-up; --fresh re-measures them)")
+    monitor = _gpu_monitor(plan.backend)
+    info = {**env, "suite": suite.name, "code_version": code, "backend": plan.backend, "machine": machine,
+            "variants": dict(plan.variants), "skipped_variants": plan.skipped_variants,
+            "skipped": plan.describe_skips(), "repeats": settings.repeats, "warmup": settings.warmup,
+            "max_noise": settings.max_noise, "budget_s": settings.budget_s, "flush_l2": settings.flush_l2,
+            "clock_monitor": monitor.unavailable_reason if monitor else None,
             "points": len(todo), "status": "running"}
-    results.update_sidecar(sidecar, run_id, info)
+    results.update_sidecar(sidecar, run_id, info, schema=schema)
+    for line in plan.describe_skips():
+        console.print(line)
 
     done = 0
     started = last_note = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    columns_ui = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    status = {"status": "complete"}
     try:
-        with Progress(*columns, console=console) as progress:
+        with Progress(*columns_ui, console=console) as progress:
             task = progress.add_task("starting", total=len(todo))
-            for point in todo:
+            for point, first in todo:
                 progress.update(task, description=describe(point))
-                group = uuid.uuid4().hex[:12]
-                rows = [{**row, "group": group, "run_id": run_id, "code_version": code,
-                         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                         "machine": machine}
-                        for row in measure_point(suite, point, settings)]
-                results.append_rows(csv_path, rows)
+                rows, series = measure_point(plan, point, settings, first, settings.repeats - first)
+                stamp = {"warmup": settings.warmup, "group": uuid.uuid4().hex[:12], "run_id": run_id,
+                         "code_version": code, "timestamp": _now(), "machine": machine}
+                results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
+                results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
                 done += 1
                 progress.advance(task)
                 if not console.is_terminal and (time.monotonic() - last_note > 30 or done == len(todo)):
@@ -100,14 +275,16 @@ def sweep(suite: Suite, points: list[dict], settings: SweepSettings) -> int:
                     eta = (last_note - started) / done * (len(todo) - done)
                     console.print(f"[{done}/{len(todo)}] {describe(point)}; ETA {eta:.0f} s")
     except KeyboardInterrupt:
-        results.update_sidecar(sidecar, run_id, {**info, "status": "interrupted", "points_done": done,
-                                                 "finished": datetime.now(timezone.utc).isoformat()})
+        status = {"status": "interrupted"}
         console.print(f"[yellow]interrupted[/]: {done} of {len(todo)} points measured and kept in {csv_path}; "
                       "run the same command again to resume.")
         return 130
+    except BaseException as error:
+        status = {"status": "failed", "error": f"{type(error).__name__}: {error}",
+                  "traceback": traceback.format_exc(limit=8) if not isinstance(error, BenchError) else None}
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
-    results.update_sidecar(sidecar, run_id, {**info, "status": "complete", "points_done": done,
-                                             "finished": datetime.now(timezone.utc).isoformat()})
+        results.update_sidecar(sidecar, run_id, {**status, "points_done": done, "finished": _now()})
     console.print(f"{done} points measured; results in {csv_path}")
     return 0

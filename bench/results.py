@@ -1,9 +1,10 @@
-"""Tidy results storage: append-only CSVs plus a JSON sidecar of run environments.
+"""Tidy results storage: append-only CSVs plus a JSON sidecar.
 
-One CSV per (machine, suite): results/<machine>/<suite>.csv, one row per measurement.
-Column roles are decided by name alone, so this module knows no suite's axes:
-measurement columns are `seconds` and anything ending in a measurement suffix,
-bookkeeping columns are a fixed list, and every other column except `variant` is a key.
+results/<machine>/<suite>.csv holds one row per measurement (a repeat of a variant at
+a point), <suite>-series.csv the per-iteration values of those runs, and <suite>.json
+the schema (the role of every column: axis, variant, metric with unit and
+direction, calibration, bookkeeping) and one record per run (environment, settings,
+status). Readers take column roles from the schema, never from a column's name.
 """
 
 from __future__ import annotations
@@ -16,24 +17,61 @@ import os
 import tempfile
 import warnings
 from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
-MEASUREMENT_SUFFIXES = ("_s", "_per_s", "_gbps", "_frac")
-BOOKKEEPING_COLUMNS = ("repeat", "group", "run_id", "code_version", "timestamp", "machine", "tokens")
+from bench.errors import BenchError
+
+# Columns the harness writes on every row, after the suite's axes and metrics.
+IDENTITY = ("suite", "backend")
+VARIANT_COLUMNS = ("variant", "device")
+CALIBRATION = ("calibration_s", "copy_gbps")
+HYGIENE = ("cv", "sm_clock_mhz_min", "sm_clock_mhz_median", "sm_clock_mhz_max", "throttled", "throttle_reasons",
+           "load_1m")
+BOOKKEEPING = ("repeat", "warmup", "group", "run_id", "code_version", "timestamp", "machine")
+SERIES_BOOKKEEPING = ("repeat", "group", "run_id", "code_version", "timestamp", "iteration", "wall_s")
 
 
-def is_measurement(column: str) -> bool:
-    return column == "seconds" or column.endswith(MEASUREMENT_SUFFIXES)
+def schema_for(suite) -> dict:
+    """{column: {"role": ..., unit/better/gate/per/tolerance for metrics}} in column order."""
+    columns = {name: {"role": "axis"} for name in IDENTITY}
+    columns.update({axis.name: {"role": "axis", "tune": axis.tune} for axis in suite.axes})
+    columns.update({name: {"role": "variant"} for name in VARIANT_COLUMNS})
+    columns["repeat"] = {"role": "bookkeeping"}
+    for metric in suite.all_metrics():
+        columns[metric.name] = {"role": "metric", "unit": metric.unit, "better": metric.better, "per": metric.per,
+                                "gate": metric.gate, "tolerance": metric.tolerance}
+    columns["calibration_s"] = {"role": "calibration", "unit": "s"}
+    columns["copy_gbps"] = {"role": "calibration", "unit": "GB/s"}
+    columns["cv"] = {"role": "bookkeeping", "help": "coefficient of variation of seconds over the point's repeats"}
+    for name in HYGIENE[1:]:
+        columns[name] = {"role": "bookkeeping"}
+    for name in BOOKKEEPING[1:]:
+        columns[name] = {"role": "bookkeeping"}
+    return {"suite": suite.name, "reference": suite.reference, "columns": columns}
 
 
-def key_columns(columns: Iterable[str]) -> list[str]:
-    """The columns that identify a measured point (all but variant, measurements, bookkeeping)."""
-    return [
-        c for c in columns
-        if c != "variant" and c not in BOOKKEEPING_COLUMNS and not is_measurement(c)
-    ]
+def row_columns(schema: dict) -> list[str]:
+    return [c for c, role in schema["columns"].items() if role.get("per", "run") == "run"]
+
+
+def series_columns(schema: dict) -> list[str]:
+    columns = schema["columns"]
+    keys = [c for c, r in columns.items() if r["role"] in ("axis", "variant")]
+    values = [c for c, r in columns.items() if r.get("per") == "iteration"]
+    return [*keys, *SERIES_BOOKKEEPING, *values]
+
+
+def key_columns(schema: dict) -> list[str]:
+    """The columns that identify a measured point: the axes."""
+    return [c for c, role in schema["columns"].items() if role["role"] == "axis"]
+
+
+def gated_metrics(schema: dict) -> dict[str, dict]:
+    return {c: r for c, r in schema["columns"].items()
+            if r["role"] == "metric" and r.get("gate") and r.get("per", "run") == "run"}
 
 
 def as_text(value) -> str:
@@ -45,11 +83,6 @@ def as_text(value) -> str:
     return str(value)
 
 
-def _columns_of(rows: list[dict]) -> list[str]:
-    """Union of the rows' columns in order of first appearance."""
-    return list(dict.fromkeys(c for row in rows for c in row))
-
-
 def _read_header(fd: int) -> list[str] | None:
     """The CSV header of the open file, or None when the file holds no complete line."""
     head = b""
@@ -58,7 +91,28 @@ def _read_header(fd: int) -> list[str] | None:
         if not chunk:
             return None
         head += chunk
-    return next(csv.reader([head.split(b"\n", 1)[0].decode()]))
+    return next(csv.reader([head.split(b"\n", 1)[0].decode(errors="replace")]))
+
+
+def read_header(csv_path: Path) -> list[str] | None:
+    """The header of an existing results file (None when it is missing or empty)."""
+    try:
+        fd = os.open(csv_path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return _read_header(fd)
+    finally:
+        os.close(fd)
+
+
+def check_header(csv_path: Path, columns: list[str]) -> None:
+    """BenchError when an existing file was written with other columns."""
+    header = read_header(csv_path)
+    if header is not None and set(header) != set(columns):
+        missing, extra = sorted(set(columns) - set(header)), sorted(set(header) - set(columns))
+        raise BenchError(f"{csv_path}: its columns differ from this suite's (missing {missing[:6]}, "
+                         f"unexpected {extra[:6]}): write elsewhere with --out")
 
 
 def _cut_torn_tail(fd: int, path: Path) -> None:
@@ -78,18 +132,18 @@ def _cut_torn_tail(fd: int, path: Path) -> None:
     os.ftruncate(fd, end)
 
 
-def append_rows(csv_path: Path, rows: list[dict]) -> None:
+def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
     """Append rows as whole lines, writing the header if the file is new.
 
     The text is built in memory and written with one os.write on an O_APPEND descriptor
     under an exclusive flock, then fsynced, so readers and other appenders never see half
-    a line. Raises ValueError if the rows' columns differ from the file's header.
+    a line. Raises BenchError if the columns differ from the file's header.
     """
     if not rows:
         return
     csv_path = Path(csv_path)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
-    columns = _columns_of(rows)
+    columns = columns or list(dict.fromkeys(c for row in rows for c in row))
     fd = os.open(csv_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # header check and write form one step
@@ -97,12 +151,10 @@ def append_rows(csv_path: Path, rows: list[dict]) -> None:
         header = _read_header(fd)
         if header is not None and set(header) != set(columns):
             missing, extra = sorted(set(header) - set(columns)), sorted(set(columns) - set(header))
-            raise ValueError(
-                f"{csv_path}: columns differ from the file's header: "
-                f"missing from rows {missing}, not in header {extra}"
-            )
+            raise BenchError(f"{csv_path}: columns differ from the file's header: "
+                             f"missing from rows {missing}, not in header {extra}")
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=header or columns, lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=header or columns, lineterminator="\n", extrasaction="ignore")
         if header is None:
             writer.writeheader()
         writer.writerows({c: as_text(row.get(c)) for c in writer.fieldnames} for row in rows)
@@ -112,34 +164,74 @@ def append_rows(csv_path: Path, rows: list[dict]) -> None:
         os.close(fd)  # also releases the lock
 
 
-def _read_one(csv_path: Path, **read_csv_args) -> pd.DataFrame:
-    data = csv_path.read_bytes()
+def read_csv(csv_path: Path, **read_csv_args) -> pd.DataFrame:
+    """One results CSV; a torn last line is ignored with a warning; BenchError naming
+    the file when it is missing or not a CSV."""
+    csv_path = Path(csv_path)
+    try:
+        data = csv_path.read_bytes()
+    except OSError as error:
+        raise BenchError(f"{csv_path}: cannot read ({error.strerror})") from None
     if data and not data.endswith(b"\n"):
         cut = data.rfind(b"\n") + 1
-        warnings.warn(f"{csv_path}: ignoring a torn last line ({len(data) - cut} bytes)", stacklevel=3)
+        warnings.warn(f"{csv_path}: ignoring a torn last line ({len(data) - cut} bytes)", stacklevel=2)
         data = data[:cut]
     if not data:
         return pd.DataFrame()
-    return pd.read_csv(io.BytesIO(data), **read_csv_args)
+    try:
+        return pd.read_csv(io.BytesIO(data), **read_csv_args)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
+        detail = " ".join(str(error).split())[:160]
+        raise BenchError(f"{csv_path}: not a results CSV ({detail})") from None
 
 
-def read_results(csv_path: Path, **read_csv_args) -> pd.DataFrame:
-    """Read one results CSV, or every *.csv in a directory; a torn last line is ignored with a warning."""
-    csv_path = Path(csv_path)
-    if csv_path.is_dir():
-        frames = [_read_one(p, **read_csv_args) for p in sorted(csv_path.glob("*.csv"))]
-        frames = [f for f in frames if not f.empty]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return _read_one(csv_path, **read_csv_args)
+def suite_file(path: Path, suite: str) -> Path:
+    """A results file, or the suite's file in a results directory."""
+    path = Path(path)
+    return path / f"{suite}.csv" if path.is_dir() else path
 
 
-def latest_code(df: pd.DataFrame) -> pd.DataFrame:
+def load(path: Path, suite: str | None = None, registry_schema=None) -> tuple[pd.DataFrame, dict, dict]:
+    """(rows, schema, sidecar) of a results file (or of the suite's file in a
+    directory). The schema comes from the sidecar; where there is none, from the
+    registered suite the rows name (`registry_schema(name)`). Every column the
+    schema names must be there, with numbers in the metric columns."""
+    csv_path = suite_file(path, suite) if suite else Path(path)
+    if not csv_path.exists():
+        raise BenchError(f"no such result file: {csv_path}")
+    df = read_csv(csv_path)
+    sidecar = read_sidecar(csv_path.with_suffix(".json"))
+    schema = sidecar.get("schema")
+    if schema is None:
+        name = str(df["suite"].iloc[0]) if "suite" in df and len(df) else suite
+        if name is None or registry_schema is None:
+            raise BenchError(f"{csv_path}: no schema (no sidecar {csv_path.with_suffix('.json').name}, "
+                             "no suite column)")
+        schema = registry_schema(name)
+    if suite and schema.get("suite") != suite:
+        raise BenchError(f"{csv_path}: holds suite {schema.get('suite')!r} results, not {suite!r}")
+    if df.empty:
+        return df, schema, sidecar
+    expected = row_columns(schema)
+    missing = [c for c in expected if c not in df.columns]
+    if missing:
+        raise BenchError(f"{csv_path}: not a {schema.get('suite')} results file: missing columns {missing[:6]}")
+    for column, role in schema["columns"].items():
+        if role["role"] in ("metric", "calibration") and column in df and not pd.api.types.is_numeric_dtype(df[column]):
+            bad = df[column][pd.to_numeric(df[column], errors="coerce").isna() & df[column].notna()]
+            if len(bad):
+                line = int(bad.index[0]) + 2  # 1-based, after the header
+                raise BenchError(f"{csv_path}:{line}: column {column!r} holds {bad.iloc[0]!r}, not a number")
+    return df, schema, sidecar
+
+
+def latest_code(df: pd.DataFrame, schema: dict) -> pd.DataFrame:
     """Keep, for each (point, variant), the rows measured with the code version of its
     newest row: every run of the current code counts (a run is one process, and pooling
     runs tames a disturbed one), and older code is never mixed in."""
     if df.empty:
         return df
-    by = [*key_columns(df.columns), "variant"]
+    by = [*key_columns(schema), "variant"]
     ordered = df.sort_values("timestamp", kind="stable")
     newest = ordered.groupby(by, dropna=False)["code_version"].transform("last").reindex(df.index)
     return df[df["code_version"] == newest]
@@ -149,48 +241,70 @@ def _point_id(point: Mapping) -> frozenset:
     return frozenset((str(k), as_text(v)) for k, v in point.items())
 
 
-def measured_index(csv_path: Path, code_version: str) -> set[frozenset]:
-    """Index of the (point, variant) pairs measured with this code version, for is_measured.
-
-    A pair counts once any row of it exists: the harness appends a group's rows in one
-    append_rows call, so a group is stored whole or not at all.
-    """
+def measured_repeats(csv_path: Path, schema: dict, code_version: str, warmup: int) -> dict[frozenset, int]:
+    """How many repeats of each (point, variant) were measured with this code and warm-up."""
     csv_path = Path(csv_path)
     if not csv_path.exists():
-        return set()
+        return {}
     # As text, so comparisons see exactly what was written (no 32 vs 32.0 from NaN columns).
-    df = read_results(csv_path, dtype=str, keep_default_na=False)
+    df = read_csv(csv_path, dtype=str, keep_default_na=False)
     if df.empty:
-        return set()
-    df = df[df["code_version"] == code_version]
-    columns = [*key_columns(df.columns), "variant"]
-    return {_point_id(dict(zip(columns, values))) for values in df[columns].itertuples(index=False)}
+        return {}
+    df = df[(df["code_version"] == code_version) & (df["warmup"] == str(warmup))]
+    columns = [*key_columns(schema), "variant"]
+    counts = df.groupby(columns).size()
+    return {_point_id(dict(zip(columns, key if isinstance(key, tuple) else (key,)))): int(n)
+            for key, n in counts.items()}
 
 
-def is_measured(index: set[frozenset], point: Mapping, variants: Iterable[str]) -> bool:
-    """True when every variant of the point (a dict of all key columns) is in the index."""
-    return all(_point_id({**point, "variant": v}) in index for v in variants)
+def repeats_done(index: dict, point: Mapping, variants: Iterable[str]) -> int:
+    """The repeats every variant of the point already has (0 when one has none)."""
+    return min((index.get(_point_id({**point, "variant": v}), 0) for v in variants), default=0)
 
 
 def read_sidecar(json_path: Path) -> dict:
-    """The sidecar {"runs": {run_id: info}}; empty runs when the file does not exist."""
+    """The sidecar {"schema": ..., "runs": {run_id: info}}; empty runs when it does not exist."""
     json_path = Path(json_path)
     if not json_path.exists():
         return {"runs": {}}
-    return json.loads(json_path.read_text())
+    try:
+        sidecar = json.loads(json_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BenchError(f"{json_path}: not a results sidecar ({error})") from None
+    if not isinstance(sidecar, dict):
+        raise BenchError(f"{json_path}: not a results sidecar (not a JSON object)")
+    sidecar.setdefault("runs", {})
+    return sidecar
 
 
-def update_sidecar(json_path: Path, run_id: str, info: dict) -> None:
-    """Merge info into runs[run_id] of the sidecar, replacing the file atomically."""
+@contextmanager
+def _locked(json_path: Path):
+    """An exclusive lock for the sidecar's read-modify-write: concurrent sweeps
+    into one directory must not lose each other's run records."""
+    lock = json_path.with_name(f".{json_path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def update_sidecar(json_path: Path, run_id: str | None, info: dict | None = None, schema: dict | None = None) -> None:
+    """Merge info into runs[run_id] (and set the schema), replacing the file atomically."""
     json_path = Path(json_path)
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    sidecar = read_sidecar(json_path)
-    sidecar.setdefault("runs", {}).setdefault(run_id, {}).update(info)
-    with tempfile.NamedTemporaryFile(
-        "w", dir=json_path.parent, prefix=json_path.name, suffix=".tmp", delete=False
-    ) as tmp:
-        json.dump(sidecar, tmp, indent=2, sort_keys=True, default=str)
-        tmp.write("\n")
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    os.replace(tmp.name, json_path)
+    with _locked(json_path):
+        sidecar = read_sidecar(json_path)
+        if schema is not None:
+            sidecar["schema"] = schema
+        if run_id is not None:
+            sidecar["runs"].setdefault(run_id, {}).update(info or {})
+        with tempfile.NamedTemporaryFile(
+            "w", dir=json_path.parent, prefix=json_path.name, suffix=".tmp", delete=False
+        ) as tmp:
+            json.dump(sidecar, tmp, indent=2, default=str)  # insertion order: the schema's column order
+            tmp.write("\n")
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp.name, json_path)

@@ -1,74 +1,195 @@
-"""The interface every suite implements, and the registry of suites.
+"""The protocol every suite implements, and the registry of suites.
 
-A suite names its variants (interchangeable implementations of one job), the
-axes of a measured point, the phases it times, and how to build a workload for
-a point and run one variant on it.  The harness does everything else: sweeps,
-repeats, timing, storage, resume, progress."""
+A suite declares what it measures: axes (the workload's parameters and tunable
+settings), variants (interchangeable implementations, each on a device, some of
+them peer libraries), metrics (with unit, direction and how `bench check` gates
+them), phases, plots and its source files. It builds a workload for a point and
+runs one variant on it inside a RunContext the harness owns. The harness does
+everything else: the cross product of the axes, timing with each variant's
+device clock, repeats, storage, resume, progress, verification and checks.
+"""
+
+from __future__ import annotations
 
 import importlib
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Callable
 
 from bench.errors import BenchError
 
-# name -> module holding a SUITE object; later suites (saber, sumrv, admodel) add a line.
-REGISTRY = {"lda": "impls.lda.suite"}
+# name -> module holding a SUITE object. BENCH_SUITES="name=module,..." adds more
+# (plugins, and the tests' fake suite).
+REGISTRY = {"lda": "impls.lda.suite", "lda-kernels": "impls.lda.kernel_suite"}
+DEVICES = ("cpu", "gpu")
 
 
 @dataclass(frozen=True)
-class SweepDefaults:
-    """What `bench sweep` does when an option is left out, per backend."""
+class Axis:
+    """A parameter of a point. `default` is a spec, or a function of (backend,
+    the specs given so far) for defaults that depend on other axes; `parse`
+    turns a spec into values (BenchError on bad input). A tunable axis (tune=True)
+    is a setting of the variants rather than of the workload."""
 
-    options: dict
-    variants: tuple[str, ...]
-    repeats: int
-    warmup: int
+    name: str
+    default: str | Callable[[str, dict], str]
+    parse: Callable[[str], list]
+    help: str = ""
+    tune: bool = False
+    aliases: tuple[str, ...] = ()
+
+    def default_spec(self, backend: str, given: dict) -> str:
+        return self.default(backend, given) if callable(self.default) else self.default
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A measured column. gate: None (recorded only), "ratio" (to the reference
+    variant measured in the same repeat) or "tolerance" (a relative change of the
+    value itself, for quality metrics). per="iteration" metrics go to the series file."""
+
+    name: str
+    unit: str
+    better: str = "lower"
+    per: str = "run"
+    gate: str | None = None
+    tolerance: float = 0.0
+    help: str = ""
+
+    def __post_init__(self):
+        assert self.better in ("lower", "higher") and self.per in ("run", "iteration")
+        assert self.gate in (None, "ratio", "tolerance")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    doc: str
+    devices: tuple[str, ...] = ("cpu",)
+    peer: bool = False  # another library, measured for comparison
+    needs: tuple[str, ...] = ()  # importable packages it needs
+
+    def missing(self) -> list[str]:
+        return [name for name in self.needs if importlib.util.find_spec(name) is None]
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A generic figure: y against x, one line per `line`, one figure per `panel` value."""
+
+    stem: str
+    title: str
+    x: str
+    y: str = "seconds"
+    line: str = "variant"
+    panel: str | None = None
+    logx: bool = False
+    logy: bool = False
+    series: bool = False  # drawn from the per-iteration series file
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Measurement settings of a suite on a backend; the command line overrides them.
+    With max_noise set, a point is repeated beyond `repeats` until the relative
+    noise of every variant is below it, within budget_s (nvbench's stopping rule)."""
+
+    repeats: int = 3
+    warmup: int = 1
+    max_noise: float | None = None
+    budget_s: float = 10.0
+    max_repeats: int = 1000
     note: str = ""
 
 
-@dataclass
-class Measurement:
-    """One timed run: whole seconds, per-phase seconds, and extra columns."""
-
-    seconds: float
-    phases: dict
-    extra: dict = field(default_factory=dict)
+SECONDS = Metric("seconds", "s", gate="ratio", help="the whole measured run")
 
 
-class Suite(ABC):
+class Suite:
     name: str
     description: str
-    variants: dict[str, str]  # name -> one-line description
-    reference_variant: str  # the variant others are compared with in `bench check`
-    phases: tuple[str, ...]
-    backends: tuple[str, ...]
+    axes: tuple[Axis, ...] = ()
+    variants: tuple[Variant, ...] = ()
+    reference: str = ""  # the variant other variants are compared with
+    metrics: tuple[Metric, ...] = ()  # besides seconds and the phases, which every suite has
+    phases: tuple[str, ...] = ()
+    plots: tuple[Plot, ...] = ()
+    sources: tuple[str, ...] = ()  # paths under the repository, hashed into code_version
+    default_variants: tuple[str, ...] = ()  # () = all
+    verify_axes: tuple[Axis, ...] = ()
 
-    @abstractmethod
-    def defaults(self, backend: str) -> SweepDefaults: ...
+    def defaults(self, backend: str) -> Defaults:
+        return Defaults()
 
-    @abstractmethod
-    def points(self, options: dict, backend: str) -> list[dict]:
-        """The points of a sweep (dicts of axis values, CSV column order), from
-        the user's options (None = default); BenchError for bad values."""
+    def skip(self, point: dict) -> str | None:
+        """Why a combination of axis values is invalid, or None."""
+        return None
 
-    @abstractmethod
     def prepare(self, point: dict):
-        """Build the workload of a point (data on the backend's device)."""
+        """The workload of a point, on its backend's device (untimed)."""
+        raise NotImplementedError
 
-    @abstractmethod
-    def measure(self, workload, variant: str, timer) -> dict:
-        """Run `variant` once on the workload inside timer.run(), timing its
-        phases with timer.phase(); return extra columns for the row."""
+    def check(self, points: list[dict]) -> None:
+        """BenchError for what the axes' parsers cannot see (a corpus file missing)."""
 
-    @abstractmethod
-    def render_figures(self, df, meta: dict, outdir) -> list: ...
+    def run(self, workload, variant: str, ctx) -> dict | None:
+        """Run `variant` once on the workload; time phases with ctx.phase(name),
+        leave work out with ctx.untimed(), record per-iteration values with
+        ctx.record(iteration, **values); return per-run metric values."""
+        raise NotImplementedError
+
+    def derived(self, workload, row: dict) -> dict:
+        """Metrics computed from a timed row (rates, fractions of the copy bandwidth)."""
+        return {}
+
+    # Verification: a fresh case per point, a reference answer, an agreement rule.
+    def verify_skip(self, point: dict) -> str | None:
+        """Why a verification point cannot run on its backend, or None."""
+        return None
+
+    def verify_case(self, point: dict, seed: int):
+        raise NotImplementedError(f"suite {self.name} has no verification")
+
+    def output(self, case, variant: str, device: str):
+        raise NotImplementedError
+
+    def agrees(self, case, got, alpha: float) -> tuple[bool, str]:
+        """(agrees, detail); alpha is the family-wise level for statistical checks."""
+        raise NotImplementedError
+
+    def render_figures(self, df, series, meta: dict, outdir) -> list:
+        """Figures beyond the declared plots (the paper's own); [] by default."""
+        return []
+
+    # Derived from the declarations.
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise BenchError(f"unknown variant {name!r} of suite {self.name}; known: "
+                         f"{', '.join(v.name for v in self.variants)}")
+
+    def all_metrics(self) -> tuple[Metric, ...]:
+        phases = tuple(Metric(f"{phase}_s", "s", help=f"time in phase {phase}") for phase in self.phases)
+        return (SECONDS, *phases, *self.metrics)
+
+
+def _registry() -> dict[str, str]:
+    extra = dict(item.split("=", 1) for item in os.environ.get("BENCH_SUITES", "").split(",") if "=" in item)
+    return {**REGISTRY, **extra}
+
+
+def suite_names() -> list[str]:
+    return list(_registry())
 
 
 def get_suite(name: str) -> Suite:
-    if name not in REGISTRY:
-        raise BenchError(f"unknown suite {name!r}; known: {', '.join(REGISTRY)}")
-    return importlib.import_module(REGISTRY[name]).SUITE
+    registry = _registry()
+    if name not in registry:
+        raise BenchError(f"unknown suite {name!r}; known: {', '.join(registry)}")
+    return importlib.import_module(registry[name]).SUITE
 
 
 def all_suites() -> list[Suite]:
-    return [get_suite(name) for name in REGISTRY]
+    return [get_suite(name) for name in _registry()]

@@ -1,82 +1,148 @@
-"""Timers: the whole measured run plus named phases inside it.
+"""Clocks, the context a suite's run is timed in, and the calibration measured
+beside every repeat.
 
-The host timer reads perf_counter (CPU backend).  The CUDA-event timer records
-events on the current stream around the run and each phase and reads them once,
-after one synchronise at the end of the run, so timing adds no host round trip
-inside the run."""
+Each variant is timed with its own device's clock: perf_counter for CPU variants
+and peers, CUDA events for GPU variants. The CUDA clock records events on the
+current stream and reads them after one synchronise at the end of the run, so
+timing adds no host round trip inside a run (except ctx.record, which must wait
+for the GPU to say how long the run has taken so far)."""
+
+from __future__ import annotations
 
 import time
 from collections import defaultdict
 from contextlib import contextmanager
+from functools import cache
 
 
-class HostTimer:
-    def __init__(self):
-        self.seconds = 0.0
-        self.phases: dict[str, float] = defaultdict(float)
+class HostClock:
+    def mark(self) -> float:
+        return time.perf_counter()
 
-    @contextmanager
-    def run(self):
-        """Times the whole measured run into `seconds`."""
-        start = time.perf_counter()
-        yield self
-        self.seconds = time.perf_counter() - start
+    def wait(self, mark) -> None:
+        pass
 
-    @contextmanager
-    def phase(self, name: str):
-        start = time.perf_counter()
-        yield
-        self.phases[name] += time.perf_counter() - start
+    def between(self, start, stop) -> float:
+        return stop - start
 
 
-class CudaEventTimer:
+class CudaClock:
     def __init__(self):
         import cupy
 
         self._cuda = cupy.cuda
-        self._spans = []
-        self.seconds = 0.0
-        self.phases: dict[str, float] = defaultdict(float)
 
-    def _event(self):
+    def mark(self):
         event = self._cuda.Event()
         event.record()
         return event
 
+    def wait(self, mark) -> None:
+        mark.synchronize()
+
+    def between(self, start, stop) -> float:
+        return self._cuda.get_elapsed_time(start, stop) / 1e3
+
+
+def clock_for(device: str):
+    return CudaClock() if device == "gpu" else HostClock()
+
+
+class RunContext:
+    """What a suite's run sees: ctx.phase(name), ctx.untimed(), ctx.record(...).
+
+    The harness opens ctx.timed() around the run; `seconds` is the whole run less
+    its untimed spans, `phases` the seconds per phase, `series` the recorded values
+    with the timed seconds so far (`wall_s`). `calibration` is the calibration of
+    the repeat this run belongs to (e.g. copy_gbps on a GPU)."""
+
+    def __init__(self, device: str, calibration: dict | None = None):
+        self.device = device
+        self.calibration = calibration or {}
+        self.seconds = 0.0
+        self.phases: dict[str, float] = defaultdict(float)
+        self.series: list[dict] = []
+        self._clock = clock_for(device)
+        self._spans: list[tuple[str, object, object]] = []
+        self._untimed: list[tuple[object, object]] = []
+        self._start = None
+
+    def _untimed_seconds(self) -> float:
+        return sum(self._clock.between(a, b) for a, b in self._untimed)
+
     @contextmanager
-    def run(self):
-        start = self._event()
+    def timed(self):
+        self._start = self._clock.mark()
         yield self
-        stop = self._event()
-        stop.synchronize()
-        self.seconds = self._cuda.get_elapsed_time(start, stop) / 1e3
+        stop = self._clock.mark()
+        self._clock.wait(stop)
+        self.seconds = self._clock.between(self._start, stop) - self._untimed_seconds()
         for name, begin, end in self._spans:
-            self.phases[name] += self._cuda.get_elapsed_time(begin, end) / 1e3
+            self.phases[name] += self._clock.between(begin, end)
 
     @contextmanager
     def phase(self, name: str):
-        begin = self._event()
+        begin = self._clock.mark()
         yield
-        self._spans.append((name, begin, self._event()))
+        self._spans.append((name, begin, self._clock.mark()))
+
+    @contextmanager
+    def untimed(self):
+        """Work left out of the run's time (an evaluation for a convergence curve)."""
+        begin = self._clock.mark()
+        yield
+        self._untimed.append((begin, self._clock.mark()))
+
+    def record(self, iteration: int, **values) -> None:
+        """Per-iteration values, stamped with the timed seconds so far."""
+        now = self._clock.mark()
+        self._clock.wait(now)
+        wall = self._clock.between(self._start, now) - self._untimed_seconds()
+        self.series.append({"iteration": iteration, "wall_s": wall, **values})
 
 
-def make_timer(backend: str):
-    return CudaEventTimer() if backend == "gpu" else HostTimer()
+# Calibration: a fixed job timed beside every repeat, so that `bench check` can tell
+# a regression of every variant at once (or of the reference) from a slower machine.
+CPU_CALIBRATION_VALUES = 1 << 18
+GPU_CALIBRATION_BYTES = 256 << 20
 
 
-def copy_bandwidth_gbps(nbytes: int = 2 << 30, repeats: int = 10) -> float:
-    """Device-to-device copy bandwidth, bytes read plus written, median of
-    `repeats` copies timed with CUDA events after one warm-up copy."""
-    import cupy
+@cache
+def _cpu_calibration_input():
     import numpy as np
 
-    source = cupy.ones(nbytes // 4, dtype=cupy.float32)  # not zeros: nothing may shortcut them
-    target = cupy.empty_like(source)
-    target[...] = source
-    times = []
-    for _ in range(repeats):
-        timer = CudaEventTimer()
-        with timer.run():
-            target[...] = source
-        times.append(timer.seconds)
-    return 2 * source.nbytes / float(np.median(times)) / 1e9
+    return np.random.default_rng(0).random(CPU_CALIBRATION_VALUES)
+
+
+@cache
+def _gpu_calibration_buffers():
+    import cupy
+
+    source = cupy.ones(GPU_CALIBRATION_BYTES // 4, dtype=cupy.float32)  # not zeros: nothing may shortcut them
+    return source, cupy.empty_like(source)
+
+
+def calibrate(backend: str) -> dict:
+    """One timing of the fixed job: on a CPU a single-threaded sort of 2^18 doubles;
+    on a GPU a device-to-device copy of 256 MiB (its bandwidth, bytes read plus
+    written, is the floor every GPU kernel is reported against)."""
+    if backend == "gpu":
+        source, target = _gpu_calibration_buffers()
+        clock = CudaClock()
+        start = clock.mark()
+        target[...] = source
+        stop = clock.mark()
+        clock.wait(stop)
+        seconds = clock.between(start, stop)
+        return {"calibration_s": seconds, "copy_gbps": 2 * source.nbytes / seconds / 1e9}
+    import numpy as np
+
+    values = _cpu_calibration_input()
+    start = time.perf_counter()
+    np.sort(values, kind="quicksort")
+    return {"calibration_s": time.perf_counter() - start, "copy_gbps": None}
+
+
+def warm_calibration(backend: str) -> None:
+    for _ in range(3):
+        calibrate(backend)

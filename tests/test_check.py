@@ -1,141 +1,187 @@
-"""Regression check (bench.check) on synthetic results."""
+"""Regression check (bench.check) on synthetic results with a declared schema."""
+
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
 from rich.console import Console
 
-from bench.check import compare, exit_code, render_table
+from bench.check import compare, exit_code, render_json, render_markdown, render_table
+from bench.errors import BenchError
 
 REPEATS = 8
+AXIS = {"role": "axis"}
+SCHEMA = {"suite": "lda", "reference": "alg1", "columns": {
+    "suite": AXIS, "backend": AXIS, "precision": AXIS, "K": AXIS, "variant": {"role": "variant"},
+    "repeat": {"role": "bookkeeping"},
+    "seconds": {"role": "metric", "unit": "s", "better": "lower", "per": "run", "gate": "ratio"},
+    "draw_z_s": {"role": "metric", "unit": "s", "better": "lower", "per": "run", "gate": None},
+    # A quality metric: a relative tolerance, higher is better; a column named like a key.
+    "final_objective": {"role": "metric", "unit": "", "better": "higher", "per": "run", "gate": "tolerance",
+                        "tolerance": 0.05},
+    "calibration_s": {"role": "calibration", "unit": "s"},
+}}
 
 
-def results(factors, seed, noise=0.01, Ks=(32, 64), run_id="r1", day=1, jitter=None):
-    """Rows of one run: reference alg1 takes ~1 s (drifting per repeat), other variants factor x that.
-
-    Noise is multiplicative and uniform in +-noise; `jitter` adds a per-row drift that
-    the pairing must cancel (the machine getting slower between repeats).
-    """
+def results(factors, seed, noise=0.01, Ks=(32, 64), run_id="r1", day=1, jitter=None, machine=1.0, quality=10.0):
+    """Rows of one run: the calibration takes ~0.1 s x machine, each variant ~K/32 s x
+    machine x its factor (alg1's is 1 unless given). Noise is multiplicative; `jitter`
+    is a per-repeat drift that the pairing must cancel."""
     rng = np.random.default_rng(seed)
+    factors = {"alg1": 1.0, **factors}
     rows = []
     for K in Ks:
         for repeat in range(REPEATS):
-            drift = 1 + (jitter or 0) * repeat
-            for variant, factor in {"alg1": 1.0, **factors}.items():
+            drift = machine * (1 + (jitter or 0) * repeat)
+            calibration = 0.1 * drift * rng.uniform(1 - noise, 1 + noise)
+            for variant, factor in factors.items():
                 seconds = K / 32 * factor * drift * rng.uniform(1 - noise, 1 + noise)
                 rows.append({
-                    "suite": "lda", "variant": variant, "backend": "gpu", "precision": "f32", "K": K,
-                    "repeat": repeat, "seconds": seconds, "draw_z_s": seconds / 2,
-                    "group": f"{run_id}-{K}", "run_id": run_id, "code_version": "c",
-                    "timestamp": f"2026-01-{day:02d}T00:00:00+00:00", "machine": "m",
+                    "suite": "lda", "variant": variant, "backend": "cpu", "precision": "f32", "K": K,
+                    "repeat": repeat, "seconds": seconds, "draw_z_s": seconds / 2, "final_objective": quality,
+                    "calibration_s": calibration, "group": f"{run_id}-{K}", "run_id": run_id,
+                    "code_version": "c", "timestamp": f"2026-01-{day:02d}T00:00:00+00:00", "machine": "m",
                 })
     return pd.DataFrame(rows)
 
 
-def verdicts(result):
-    return dict(zip(zip(result["K"], result["variant"]), result["verdict"]))
+def verdicts(result, metric="seconds"):
+    result = result[result["metric"] == metric]
+    return dict(zip(zip(result["K"], result["variant"], result["against"]), result["verdict"]))
 
 
-def test_identical_distributions_are_same():
-    base = results({"alg4": 0.6, "alg7": 0.5}, seed=1)
-    new = results({"alg4": 0.6, "alg7": 0.5}, seed=2)
-    result = compare(new, base, reference="alg1")
-    assert list(result.columns) == [
-        "suite", "backend", "precision", "K", "variant",
-        "base_ratio", "new_ratio", "change", "p_value", "verdict", "n_base", "n_new",
-    ]
-    assert len(result) == 4 and set(result["variant"]) == {"alg4", "alg7"}
+BASE_FACTORS = {"alg4": 0.6, "alg7": 0.5}
+
+
+def test_no_change_is_same_everywhere():
+    result = compare(results(BASE_FACTORS, seed=2), results(BASE_FACTORS, seed=1), SCHEMA)
+    v = verdicts(result)
+    assert set(v) == {(K, variant, over) for K in (32, 64) for variant, over in
+                      (("alg4", "alg1"), ("alg7", "alg1"), ("alg1", "calibration"))}
     assert set(result["verdict"]) == {"SAME"}
+    assert set(result["metric"]) == {"seconds", "final_objective"}  # ungated draw_z_s is not checked
     assert result["p_value"].between(0, 1).all()
-    assert (result["n_base"] == REPEATS).all() and (result["n_new"] == REPEATS).all()
-    assert np.allclose(result["change"], 1, atol=0.03)
+    assert np.allclose(result.loc[result["metric"] == "seconds", "change"], 1, atol=0.03)
     assert exit_code(result) == 0
 
 
-def test_twice_slower_variant_fails():
-    base = results({"alg4": 0.6, "alg7": 0.5}, seed=1)
+def test_one_variant_twice_as_slow_fails():
     new = results({"alg4": 0.6, "alg7": 1.0}, seed=2, jitter=0.05)  # drift cancels in the ratios
-    result = compare(new, base, reference="alg1")
+    result = compare(new, results(BASE_FACTORS, seed=1), SCHEMA)
     v = verdicts(result)
-    assert v[(32, "alg7")] == v[(64, "alg7")] == "SLOWER"
-    assert v[(32, "alg4")] == v[(64, "alg4")] == "SAME"
-    assert np.allclose(result.loc[result["variant"] == "alg7", "change"], 2, rtol=0.05)
-    assert (result.loc[result["variant"] == "alg7", "p_value"] < 0.05).all()
+    assert v[(32, "alg7", "alg1")] == v[(64, "alg7", "alg1")] == "SLOWER"
+    assert v[(32, "alg4", "alg1")] == "SAME" and v[(32, "alg1", "calibration")] == "SAME"
     assert exit_code(result) == 1
 
 
-def test_twice_faster_variant_passes():
-    base = results({"alg4": 0.6, "alg7": 0.5}, seed=1)
-    new = results({"alg4": 0.3, "alg7": 0.5}, seed=2)
-    result = compare(new, base, reference="alg1")
-    assert {k: v for k, v in verdicts(result).items() if k[1] == "alg4"} == {(32, "alg4"): "FASTER", (64, "alg4"): "FASTER"}
-    assert exit_code(result) == 0
+def test_reference_twice_as_slow_fails_through_the_calibration():
+    new = results({**BASE_FACTORS, "alg1": 2.0}, seed=2)
+    result = compare(new, results(BASE_FACTORS, seed=1), SCHEMA)
+    v = verdicts(result)
+    assert v[(32, "alg1", "calibration")] == v[(64, "alg1", "calibration")] == "SLOWER"
+    assert v[(32, "alg4", "alg1")] == "FASTER"  # relative to a slower reference
+    assert exit_code(result) == 1
+
+
+def test_every_variant_twice_as_slow_fails_through_the_calibration():
+    new = results(BASE_FACTORS, seed=2).assign(seconds=lambda d: d["seconds"] * 2)
+    result = compare(new, results(BASE_FACTORS, seed=1), SCHEMA)
+    v = verdicts(result)
+    assert v[(32, "alg1", "calibration")] == v[(64, "alg1", "calibration")] == "SLOWER"
+    assert v[(32, "alg4", "alg1")] == v[(32, "alg7", "alg1")] == "SAME"
+    assert exit_code(result) == 1
+
+
+def test_a_slower_machine_is_not_a_regression():
+    # Everything, the calibration included, 1.5x slower: no ratio moves.
+    result = compare(results(BASE_FACTORS, seed=2, machine=1.5), results(BASE_FACTORS, seed=1), SCHEMA)
+    assert set(result["verdict"]) == {"SAME"}
+
+
+def test_missing_points_and_variants_fail_unless_allowed():
+    base = results(BASE_FACTORS, seed=1)
+    new = results(BASE_FACTORS, seed=2, Ks=(32,))
+    new = new[new["variant"] != "alg7"]
+    result = compare(new, base, SCHEMA)
+    missing = result[result["verdict"] == "MISSING"]
+    assert set(zip(missing["K"], missing["variant"])) >= {(64, "alg1"), (64, "alg4"), (64, "alg7"), (32, "alg7")}
+    assert exit_code(result) == 1
+    assert exit_code(result, allow_missing=True) == 0
+
+
+def test_quality_gated_by_tolerance_and_direction():
+    base = results(BASE_FACTORS, seed=1, quality=-100.0)
+    worse = compare(results(BASE_FACTORS, seed=2, quality=-110.0), base, SCHEMA, metrics=["final_objective"])
+    assert set(worse["verdict"]) == {"WORSE"} and exit_code(worse) == 1
+    within = compare(results(BASE_FACTORS, seed=2, quality=-103.0), base, SCHEMA, metrics=["final_objective"])
+    assert set(within["verdict"]) == {"SAME"}
+    better = compare(results(BASE_FACTORS, seed=2, quality=-90.0), base, SCHEMA, metrics=["final_objective"])
+    assert set(better["verdict"]) == {"BETTER"} and exit_code(better) == 0
+
+
+def test_higher_is_better_ratio_metric_regresses_downwards():
+    schema = json.loads(json.dumps(SCHEMA))
+    schema["columns"]["tokens_per_s"] = {"role": "metric", "unit": "tokens/s", "better": "higher", "per": "run",
+                                         "gate": "ratio"}
+    base = results(BASE_FACTORS, seed=1).assign(tokens_per_s=lambda d: 1 / d["seconds"])
+    new = results({"alg4": 0.6, "alg7": 1.0}, seed=2).assign(tokens_per_s=lambda d: 1 / d["seconds"])
+    v = verdicts(compare(new, base, schema, metrics=["tokens_per_s"]), "tokens_per_s")
+    assert v[(32, "alg7", "alg1")] == "WORSE" and v[(32, "alg4", "alg1")] == "SAME"
 
 
 def test_small_changes_are_same_even_when_significant():
-    base = results({"alg4": 0.6}, seed=1, noise=0.03)
-    assert set(compare(results({"alg4": 0.6}, seed=2, noise=0.03), base, "alg1")["verdict"]) == {"SAME"}
-    shifted = compare(results({"alg4": 0.6 * 1.05}, seed=2, noise=0.005), results({"alg4": 0.6}, seed=1, noise=0.005), "alg1")
-    assert (shifted["p_value"] < 0.05).all()  # a real 5% change, but under the 10% threshold
+    base = results({"alg4": 0.6}, seed=1, noise=0.005)
+    shifted = compare(results({"alg4": 0.6 * 1.05}, seed=2, noise=0.005), base, SCHEMA, metrics=["seconds"])
+    alg4 = shifted[shifted["variant"] == "alg4"]
+    assert (alg4["p_value"] < 0.05).all()  # a real 5% change, but under the 10% threshold
     assert set(shifted["verdict"]) == {"SAME"}
 
 
 def test_runs_of_older_code_are_ignored():
     old_slow = results({"alg4": 1.2}, seed=1, run_id="old", day=1).assign(code_version="old")
     current = results({"alg4": 0.6}, seed=2, run_id="cur", day=2)
-    base = pd.concat([current, old_slow])  # file order must not matter
-    result = compare(results({"alg4": 0.6}, seed=3), base, "alg1")
+    result = compare(results({"alg4": 0.6}, seed=3), pd.concat([current, old_slow]), SCHEMA, metrics=["seconds"])
     assert set(result["verdict"]) == {"SAME"}
-    assert np.allclose(result["base_ratio"], 0.6, rtol=0.05)
+    assert np.allclose(result.loc[result["variant"] == "alg4", "base_ratio"], 0.6, rtol=0.05)
 
 
 def test_a_disturbed_run_does_not_make_a_regression():
-    # Runs of the same code are pooled; a run slowed as a whole (another process on
-    # the machine) must not be mistaken for a slower variant.
     base = pd.concat([results({"alg4": 0.6}, seed=s, run_id=f"b{s}") for s in range(3)])
     disturbed = results({"alg4": 0.6 * 1.6}, seed=10, run_id="n0")
     new = pd.concat([disturbed, *(results({"alg4": 0.6}, seed=s, run_id=f"n{s}") for s in (11, 12))])
-    result = compare(new, base, "alg1")
+    result = compare(new, base, SCHEMA, metrics=["seconds"])
     assert set(result["verdict"]) == {"SAME"}
     assert (result["n_new"] == 3 * REPEATS).all()
     slower = pd.concat([results({"alg4": 1.2}, seed=s, run_id=f"n{s}") for s in (20, 21, 22)])
-    assert set(compare(slower, base, "alg1")["verdict"]) == {"SLOWER"}
+    assert verdicts(compare(slower, base, SCHEMA))[(32, "alg4", "alg1")] == "SLOWER"
 
 
-def test_rows_without_partner_are_dropped():
-    base = results({"alg4": 0.6}, seed=1)
-    new = results({"alg4": 0.6}, seed=2)
-    new = new.drop(new.index[(new["variant"] == "alg1") & (new["repeat"] < 3)])
-    result = compare(new, base, "alg1")
-    assert (result["n_new"] == REPEATS - 3).all() and (result["n_base"] == REPEATS).all()
-
-
-def test_other_measurement_column():
-    base = results({"alg4": 0.6}, seed=1)
-    new = results({"alg4": 0.6}, seed=2)
-    new.loc[new["variant"] == "alg4", "draw_z_s"] *= 3  # only the draw phase regressed
-    assert set(compare(new, base, "alg1")["verdict"]) == {"SAME"}
-    assert set(compare(new, base, "alg1", column="draw_z_s")["verdict"]) == {"SLOWER"}
-
-
-def test_disjoint_files_raise_with_explanation():
+def test_disjoint_files_and_other_axes_are_bad_input():
     base = results({"alg4": 0.6}, seed=1, Ks=(32,))
     new = results({"alg4": 0.6}, seed=2, Ks=(64,))
-    with pytest.raises(ValueError, match=r"K: NEW \['64'\] vs BASE \['32'\]"):
-        compare(new, base, "alg1")
-    with pytest.raises(ValueError, match="reference variant 'alg9'"):
-        compare(new, base, "alg9")
-    with pytest.raises(ValueError, match="different key columns"):
-        compare(new.assign(W=32), base, "alg1")
+    with pytest.raises(BenchError, match=r"K: NEW \['64'\] vs BASE \['32'\]"):
+        compare(new, base, SCHEMA)
+    other = json.loads(json.dumps(SCHEMA))
+    other["columns"]["W"] = AXIS
+    with pytest.raises(BenchError, match="different axes"):
+        compare(new, base, SCHEMA, base_schema=other)
+    with pytest.raises(BenchError, match="no gated metric 'draw_z_s'"):
+        compare(new, base, SCHEMA, metrics=["draw_z_s"])
 
 
-def test_render_table_shows_varying_keys_and_verdicts():
-    base = results({"alg4": 0.6, "alg7": 0.5}, seed=1)
-    result = compare(results({"alg4": 0.6, "alg7": 1.0}, seed=2), base, "alg1")
-    console = Console(record=True, width=150)
+def test_reports_show_absolute_times_ratios_change_and_p():
+    result = compare(results({"alg4": 0.6, "alg7": 1.0}, seed=2), results(BASE_FACTORS, seed=1), SCHEMA)
+    console = Console(record=True, width=200)
     console.print(render_table(result))
     text = console.export_text()
-    assert "SLOWER" in text and "SAME" in text and "+100." in text
+    assert "SLOWER" in text and "SAME" in text and "+100." in text and "calibration" in text
     header = next(line for line in text.splitlines() if "variant" in line)
     assert "K" in header and "precision" not in header  # constant keys left out of the columns
-    assert "precision=f32" in text  # but named under the table
+    assert "precision=f32" in text
+    markdown = render_markdown(result)
+    assert markdown.startswith("| K | variant | metric | over | base | new |") and "SLOWER" in markdown
+    rows = json.loads(render_json(result))["rows"]
+    slow = next(r for r in rows if r["variant"] == "alg7" and r["K"] == 32 and r["metric"] == "seconds")
+    assert slow["verdict"] == "SLOWER" and slow["new"] == pytest.approx(1.0, rel=0.05)
+    assert slow["base"] == pytest.approx(0.5, rel=0.05)

@@ -1,9 +1,13 @@
 """Tests of bench.corpus: readers, writer, synthetic generator, catalogue resolution."""
 
+import ast
 import gzip
 import hashlib
 import importlib
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,6 +132,19 @@ UCI_BAD = [
     ("2\n5\n2\n1 1\n2 2 1\n", 4, "expected 3 integers"),
     ("2\n5\n2\n1 1 1 1\n2 2 1\n", 4, "expected 3 integers"),
     ("2\n5\n2\n1 1 1\n\n2 2 1\n", 5, "expected 3 integers"),
+    # Numbers too large for int32 or int64, which the fast path's int32 columns cannot hold.
+    ("2\n5\n2\n1 1 1\n2 99999999999999999999 1\n", 5, "wordID 99999999999999999999 out of range 1..5"),
+    ("2\n5\n2\n1 1 1\n2 3000000000 1\n", 5, "wordID 3000000000 out of range 1..5"),
+    ("2\n5\n2\n1 1 1\n99999999999999999999 2 1\n", 5, "docID 99999999999999999999 out of range 1..2"),
+    ("2\n5\n2\n1 1 1\n-99999999999999999999 2 1\n", 5, "docID -99999999999999999999 out of range"),
+    ("2\n5\n2\n1 1 99999999999999999999\n2 2 1\n", 4, "count of at most 2147483647"),
+    ("2\n5\n2\n1 1 1\n2 2 3000000000\n", 5, "count of at most 2147483647"),
+    ("2\n5\n2\n1 1 1\n2 2 " + "9" * 5000 + "\n", 5, "count of at most 2147483647"),  # beyond int()'s digits
+    ("99999999999999999999\n5\n0\n", 1, "documents D to be at most 2147483647"),
+    ("1099511627776\n5\n0\n", 1, "documents D to be at most 2147483647"),  # would allocate 8 TiB
+    ("2\n99999999999999999999\n1\n1 1 1\n", 2, "vocabulary size W to be at most 2147483647"),
+    ("2\n3000000000\n1\n1 2999999999 1\n", 2, "vocabulary size W to be at most 2147483647"),
+    ("2\n5\n99999999999999999999\n1 1 1\n", 3, "NNZ to be at most 9223372036854775807"),
 ]
 
 
@@ -187,6 +204,19 @@ LDAC_BAD = [
     ("1 0:1\n\n1 1:1\n", 2, "expected a document"),
     ("x 0:1\n", 1, "expected a document"),
     ("1 -1:2\n", 1, "word id of at least 0"),
+    ("1 0:1\n1 5\n", 2, "expected 'id:count'"),  # no colon
+    ("1 0:1\n1 5:-3\n", 2, "count of at least 1, got -3 for word id 5"),
+    ("1 5:0\n", 1, "count of at least 1, got 0"),
+    # Word ids and counts beyond int64, beyond anything sensible, or just beyond int32.
+    ("1 0:1\n1 99999999999999999999:1\n", 2, "word id of at most 2147483646"),
+    ("1 1099511627776:1\n", 1, "word id of at most 2147483646"),
+    ("1 3000000000:1\n", 1, "word id of at most 2147483646"),
+    ("1 2147483647:1\n", 1, "stored as int32), got 2147483647"),
+    ("1 -99999999999999999999:1\n", 1, "word id of at least 0"),
+    ("1 " + "9" * 5000 + ":1\n", 1, "word id of at most 2147483646"),  # beyond int()'s digits
+    ("1 0:1\n1 5:99999999999999999999\n", 2, "count of at most 2147483647"),
+    ("1 5:3000000000\n", 1, "count of at most 2147483647"),
+    ("99999999999999999999 5:1\n", 1, "n=99999999999999999999"),
 ]
 
 
@@ -199,6 +229,24 @@ def test_malformed_ldac_names_file_and_line(tmp_path, text, line, fragment):
     assert_one_line_error(excinfo, path.name, line, fragment)
 
 
+def test_ldac_accepts_the_largest_int32_word_id_and_leading_zeros(tmp_path):
+    path = tmp_path / "edge.ldac"
+    path.write_text("1 2147483646:1\n1 " + "0" * 40 + "3:" + "0" * 40 + "2\n")
+    corpus = read_ldac(path)
+    assert corpus.vocab_size == 2**31 - 1
+    assert docs_of(corpus) == [[3, 3], [2**31 - 2]]
+
+
+def test_ldac_word_id_beyond_int32_with_vocabulary(tmp_path):
+    path = tmp_path / "bad.ldac"
+    path.write_text("1 0:1\n1 3000000000:1\n")
+    vocab = tmp_path / "bad.tokens"
+    vocab.write_text("a\nb\n")
+    with pytest.raises(CorpusError) as excinfo:
+        read_ldac(path, vocab)
+    assert_one_line_error(excinfo, path.name, 2, "word id 3000000000 out of range 0..1")
+
+
 def test_ldac_word_id_beyond_vocabulary(tmp_path):
     path = tmp_path / "bad.ldac"
     path.write_text("1 0:1\n2 1:1 2:1\n")
@@ -207,6 +255,90 @@ def test_ldac_word_id_beyond_vocabulary(tmp_path):
     with pytest.raises(CorpusError) as excinfo:
         read_ldac(path, vocab)
     assert_one_line_error(excinfo, path.name, 2, "word id 2 out of range 0..1")
+
+
+# ---------------------------------------------------------------- writing
+
+
+def test_write_uci_to_an_existing_file_says_not_a_directory(tmp_path):
+    target = tmp_path / "taken"
+    target.write_text("keep me\n")
+    with pytest.raises(CorpusError) as excinfo:
+        write_uci(synthesize("tiny"), target, "tiny")
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert message.startswith(f"{target}: not a directory")
+    assert target.read_text() == "keep me\n"
+
+
+def test_write_uci_to_a_directory_that_cannot_be_created(tmp_path):
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "sub"
+    with pytest.raises(CorpusError) as excinfo:
+        write_uci(synthesize("tiny"), target, "tiny")
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert message.startswith(f"{target}: not a directory, and it cannot be created")
+
+
+def test_cli_synth_out_to_an_existing_file_is_a_one_line_error(tmp_path):
+    target = tmp_path / "taken"
+    target.write_text("")
+    result = subprocess.run([sys.executable, "-m", "bench", "data", "synth", "tiny", "--out", str(target)],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == CorpusError.exit_code == 2
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "not a directory" in lines[0], result.stderr
+
+
+# ---------------------------------------------------------------- module structure
+
+
+def test_corpus_modules_import_each_other_only_at_top_level_and_without_a_cycle():
+    """No import of a bench.corpus module inside a function (a dodge of an import cycle), and no cycle."""
+    package = Path(catalogue_module.__file__).parent
+    graph = {}
+    for path in sorted(package.glob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        top = set(tree.body)
+        graph[path.stem] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                targets = [node.module] if node.module else [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench.corpus"):
+                targets = [node.module.removeprefix("bench.corpus").lstrip(".") or "__init__"]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.removeprefix("bench.corpus.") for a in node.names if a.name.startswith("bench.corpus")]
+            else:
+                continue
+            for target in targets:
+                assert node in top, f"{path.name}:{node.lineno}: imports {target} inside a function or block"
+                graph[path.stem].add(target.split(".")[0])
+
+    done, active = set(), []
+
+    def visit(module):
+        assert module not in active, f"import cycle: {' -> '.join(active[active.index(module):] + [module])}"
+        if module in done or module == "__init__":
+            return
+        active.append(module)
+        for target in sorted(graph.get(module, ())):
+            visit(target)
+        active.pop()
+        done.add(module)
+
+    for module in graph:
+        visit(module)
+    assert "catalogue" not in graph["synth"]
+
+
+def test_synth_imports_on_its_own():
+    code = "import bench.corpus.synth as s; print(s.synthesize('tiny').num_docs)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(catalogue()["tiny"]["documents"])
 
 
 # ---------------------------------------------------------------- real corpora and the catalogue

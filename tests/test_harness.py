@@ -1,77 +1,204 @@
-"""The sweep harness: rows, resume, --fresh, interruption, via the lda suite on `tiny`."""
+"""The generic harness on the fake suite (non-K axes, a tolerance-gated metric, a
+series, a missing peer) and on lda: plans, rows, series, resume, failures,
+concurrency, the stopping rule."""
+
+import json
+import multiprocessing
+import time
 
 import pandas as pd
 import pytest
 
-from bench import harness
+import fake_suite
+from bench import envinfo, harness, results
 from bench.errors import BenchError
-from bench.suite import get_suite
+from bench.suite import Axis, Defaults, Variant, get_suite
+from bench.timing import RunContext
 
-SUITE = get_suite("lda")
-
-
-def _points(k="4,8,12", **options):
-    return SUITE.points({"k": k, "dataset": "tiny", "scale": 1.0, "iterations": 1, "precision": "f32",
-                         **options}, "cpu")
+FAKE = fake_suite.SUITE
 
 
-def _settings(tmp_path, **kw):
-    return harness.SweepSettings(variants=["alg1", "alg7"], repeats=2, warmup=1, backend="cpu",
-                                 out_dir=tmp_path, **kw)
+def settings(tmp_path, **kw):
+    return harness.Settings(**{"repeats": 2, "warmup": 1, "out_dir": tmp_path, **kw})
 
 
-def test_sweep_writes_one_row_per_variant_and_repeat(tmp_path):
-    assert harness.sweep(SUITE, _points(), _settings(tmp_path)) == 0
-    df = pd.read_csv(tmp_path / "lda.csv")
-    assert len(df) == 3 * 2 * 2
-    assert set(df["variant"]) == {"alg1", "alg7"}
-    assert {"seconds", "rng_s", "draw_z_s", "counts_s", "update_s", "tokens_per_s", "run_id", "group",
-            "code_version", "machine"} <= set(df.columns)
-    assert (df["seconds"] > 0).all()
-    # phases are parts of the whole run
-    phases = df[["rng_s", "draw_z_s", "counts_s", "update_s"]].sum(axis=1)
-    assert (phases <= df["seconds"] * 1.001).all()
-    # the variants of a point were measured interleaved, in one group
-    assert df.groupby("K")["group"].nunique().eq(1).all()
-    assert (tmp_path / "lda.json").exists()
+def test_plan_crosses_axes_skips_with_reasons_and_resolves_devices():
+    plan = harness.plan(FAKE, {"n": "64,256"}, "cpu")
+    assert [(p["n"], p["method"]) for p in plan.points] == [(64, "loop"), (64, "vector"), (256, "vector")]
+    assert [p for p, _ in plan.skipped_points] == [{"suite": "fake", "backend": "cpu", "n": 256, "method": "loop",
+                                                    "block": 8}]
+    assert plan.variants == [("plain", "cpu"), ("twice", "cpu")]
+    assert plan.skipped_variants == {"peerlib": "needs no_such_package_xyz (not installed)",
+                                     "gpuonly": "runs on gpu only; this sweep's backend is cpu"}
+    assert any("1 point(s) skipped: the loop method" in line for line in plan.describe_skips())
 
 
-def test_rerun_resumes_and_fresh_remeasures(tmp_path):
-    harness.sweep(SUITE, _points("4,8"), _settings(tmp_path))
-    harness.sweep(SUITE, _points("4,8,12"), _settings(tmp_path))  # only K=12 is new
-    df = pd.read_csv(tmp_path / "lda.csv")
-    assert sorted(df.groupby("K").size().to_dict().items()) == [(4, 4), (8, 4), (12, 4)]
-    harness.sweep(SUITE, _points("4"), _settings(tmp_path, fresh=True))
-    assert len(pd.read_csv(tmp_path / "lda.csv").query("K == 4")) == 8
-
-
-def test_interrupted_sweep_keeps_finished_points_and_resumes(tmp_path, monkeypatch):
-    calls = {"n": 0}
-    real = harness.measure_point
-
-    def interrupt_on_third_point(suite, point, settings):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        yield from real(suite, point, settings)
-
-    monkeypatch.setattr(harness, "measure_point", interrupt_on_third_point)
-    assert harness.sweep(SUITE, _points("4,8,12,16"), _settings(tmp_path)) == 130
-    assert sorted(pd.read_csv(tmp_path / "lda.csv")["K"].unique()) == [4, 8]
-    monkeypatch.setattr(harness, "measure_point", real)
-    assert harness.sweep(SUITE, _points("4,8,12,16"), _settings(tmp_path)) == 0
-    df = pd.read_csv(tmp_path / "lda.csv")
-    assert df.groupby("K").size().to_dict() == {4: 4, 8: 4, 12: 4, 16: 4}
-
-
-@pytest.mark.parametrize("options, message", [
-    ({"dataset": "nope"}, "unknown dataset 'nope'"),
-    ({"W": 12}, "--warp must be one of"),
-    ({"precision": "f16"}, "unknown precision 'f16'"),
-    ({"update": "vb"}, "unknown update 'vb'"),
-    ({"iterations": 0}, "--iterations must be >= 1"),
-    ({"k": "4..x"}, "bad K spec"),
+@pytest.mark.parametrize("given, variants, message", [
+    ({"size": "4"}, None, "suite fake has no axis 'size'"),
+    ({"n": "2^3..3^4"}, None, "bad n spec"),
+    ({"n": "256", "method": "loop"}, None, "every combination is invalid: .*too slow"),
+    ({}, ["peerlib"], "no variant can run: variant peerlib skipped: needs no_such_package_xyz"),
+    ({}, ["nope"], "unknown variant 'nope'"),
+    ({"method": "loop", "n": "64"}, ["plain", "plain"], None),
 ])
-def test_bad_options_are_usage_errors(options, message):
+def test_plan_rejects_bad_input_before_measuring(given, variants, message):
+    if message is None:
+        assert harness.plan(FAKE, given, "cpu", variants).variants == [("plain", "cpu")]
+        return
     with pytest.raises(BenchError, match=message):
-        SUITE.points({"dataset": "tiny", **options}, "cpu")
+        harness.plan(FAKE, given, "cpu", variants)
+
+
+def test_lda_defaults_fit_the_dataset():
+    lda = get_suite("lda")
+    assert harness.resolve_specs(lda, {"dataset": "kos"}, "cpu")["scale"] == "1"
+    assert harness.resolve_specs(lda, {}, "cpu")["scale"] == "0.01"
+    assert harness.resolve_specs(lda, {"dataset": "tiny"}, "cpu")["scale"] == "1"
+    assert harness.resolve_specs(lda, {}, "gpu")["iterations"] == "100"
+    plan = harness.plan(lda, {"k": "8", "dataset": "kos", "scale": "0.5,1"}, "cpu")
+    assert [p["scale"] for p in plan.points] == [1.0, 1.0]  # f32 and f64
+    assert "real corpus" in plan.skipped_points[0][1]
+    with pytest.raises(BenchError, match="W = 8: the GPU kernels use the hardware warp"):
+        harness.plan(lda, {"k": "8", "warp": "8"}, "gpu")
+
+
+def test_sweep_writes_rows_series_and_schema(tmp_path):
+    assert harness.sweep(harness.plan(FAKE, {"n": "64"}, "cpu"), settings(tmp_path)) == 0
+    df = pd.read_csv(tmp_path / "fake.csv")
+    assert len(df) == 2 * 2 * 2  # methods x variants x repeats
+    assert set(df["variant"]) == {"plain", "twice"} and set(df["device"]) == {"cpu"}
+    assert (df["seconds"] > 0).all() and (df["work_s"] <= df["seconds"] * 1.001).all()
+    assert (df["calibration_s"] > 0).all() and df["copy_gbps"].isna().all()
+    assert df["cv"].notna().all() and df["load_1m"].notna().all() and (df["warmup"] == 1).all()
+    assert df.groupby(["method"])["group"].nunique().eq(1).all()  # variants interleaved within one group
+    series = pd.read_csv(tmp_path / "fake-series.csv")
+    assert len(series) == len(df) * fake_suite.ITERATIONS
+    assert list(series.groupby(["group", "variant", "repeat"])["wall_s"].apply(lambda s: s.is_monotonic_increasing)
+                .unique()) == [True]
+    assert set(series["objective"].round(3)) == {-1.0, -0.5, -0.333}
+    sidecar = json.loads((tmp_path / "fake.json").read_text())
+    columns = sidecar["schema"]["columns"]
+    assert columns["final_objective"]["role"] == "metric"  # a metric by declaration, whatever its name
+    assert columns["block"] == {"role": "axis", "tune": True}
+    assert columns["quality"]["gate"] == "tolerance" and columns["quality"]["better"] == "higher"
+    assert results.key_columns(sidecar["schema"]) == ["suite", "backend", "n", "method", "block"]
+    [run] = sidecar["runs"].values()
+    assert run["status"] == "complete" and run["skipped_variants"]["peerlib"].startswith("needs")
+    assert run["code_version"] == envinfo.code_version(FAKE.sources)
+
+
+def test_code_version_is_per_suite(tmp_path, monkeypatch):
+    lda = get_suite("lda")
+    assert envinfo.code_version(FAKE.sources) != envinfo.code_version(lda.sources)
+    monkeypatch.setattr(envinfo, "REPO_ROOT", tmp_path)
+    for path in ("bench/a.py", "impls/lda/k.cu", "impls/other/x.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x = 1\n")
+    first = envinfo.code_version(("impls/lda",))
+    (tmp_path / "impls/other/x.py").write_text("x = 2\n")
+    assert envinfo.code_version(("impls/lda",)) == first  # another suite's change
+    (tmp_path / "impls/lda/notes.txt").write_text("not code")
+    assert envinfo.code_version(("impls/lda",)) == first
+    (tmp_path / "bench/a.py").write_text("x = 3\n")
+    assert envinfo.code_version(("impls/lda",)) != first  # the harness' change
+
+
+def test_rerun_resumes_adds_missing_repeats_and_remeasures_other_warmup(tmp_path):
+    plan = harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu")
+    harness.sweep(plan, settings(tmp_path))
+    harness.sweep(plan, settings(tmp_path))  # nothing new
+    assert len(pd.read_csv(tmp_path / "fake.csv")) == 4
+    harness.sweep(plan, settings(tmp_path, repeats=5))  # three more repeats per variant
+    df = pd.read_csv(tmp_path / "fake.csv")
+    assert sorted(df.groupby("variant")["repeat"].apply(sorted)["plain"]) == [0, 1, 2, 3, 4]
+    harness.sweep(plan, settings(tmp_path, repeats=5, warmup=2))  # another warm-up: measured anew
+    assert len(pd.read_csv(tmp_path / "fake.csv")) == 20
+    harness.sweep(plan, settings(tmp_path, fresh=True))
+    assert len(pd.read_csv(tmp_path / "fake.csv")) == 24
+
+
+def test_interrupted_and_failed_runs_are_marked(tmp_path, monkeypatch):
+    plan = harness.plan(FAKE, {"n": "64..128:*2", "method": "vector"}, "cpu")
+    real = harness.measure_point
+    calls = {"n": 0}
+
+    def interrupt_on_second(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(harness, "measure_point", interrupt_on_second)
+    assert harness.sweep(plan, settings(tmp_path)) == 130
+    assert sorted(pd.read_csv(tmp_path / "fake.csv")["n"].unique()) == [64]
+
+    def fail(*args, **kw):
+        raise RuntimeError("the GPU fell over")
+
+    monkeypatch.setattr(harness, "measure_point", fail)
+    with pytest.raises(RuntimeError):
+        harness.sweep(plan, settings(tmp_path))
+    runs = sorted(json.loads((tmp_path / "fake.json").read_text())["runs"].values(), key=lambda r: r["timestamp"])
+    assert [r["status"] for r in runs] == ["interrupted", "failed"]
+    assert runs[1]["error"] == "RuntimeError: the GPU fell over"
+    monkeypatch.setattr(harness, "measure_point", real)
+    assert harness.sweep(plan, settings(tmp_path)) == 0  # resumes: only n = 128 is measured
+    assert pd.read_csv(tmp_path / "fake.csv").groupby("n").size().to_dict() == {64: 4, 128: 4}
+
+
+def _concurrent_sweep(out_dir):
+    plan = harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu", ["plain"])
+    harness.sweep(plan, harness.Settings(repeats=1, warmup=0, out_dir=out_dir, fresh=True))
+
+
+def test_concurrent_sweeps_keep_every_run_record(tmp_path):
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        pool.map(_concurrent_sweep, [tmp_path] * 16)
+    sidecar = json.loads((tmp_path / "fake.json").read_text())
+    assert len(sidecar["runs"]) == 16
+    assert {r["status"] for r in sidecar["runs"].values()} == {"complete"}
+    assert len(pd.read_csv(tmp_path / "fake.csv")) == 16
+
+
+class Sleepy(fake_suite.FakeSuite):
+    name = "sleepy"
+    axes = (Axis("n", "1", lambda s: [int(s)]),)
+    variants = (Variant("plain", ""),)
+    metrics = ()
+    phases = ()
+
+    def defaults(self, backend):
+        return Defaults()
+
+    def skip(self, point):
+        return None
+
+    def prepare(self, point):
+        return None
+
+    def run(self, workload, variant, ctx):
+        time.sleep(0.002)
+        with ctx.untimed():
+            time.sleep(0.05)
+
+
+def test_untimed_work_is_left_out_and_the_stopping_rule_repeats_until_quiet(tmp_path):
+    ctx = RunContext("cpu")
+    with ctx.timed():
+        Sleepy().run(None, "plain", ctx)
+    assert 0.002 <= ctx.seconds < 0.04
+    plan = harness.plan(Sleepy(), {}, "cpu")
+    rows, _ = harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=3, max_noise=1e-9,
+                                                                    budget_s=0.5, warmup=0))
+    assert 3 < len(rows) < 40  # beyond the minimum, stopped by the budget
+    rows, _ = harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=3, max_noise=0.5, warmup=0))
+    assert len(rows) == 3  # quiet enough at the minimum
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"repeats": 0}, "--repeats >= 1"), ({"warmup": -1}, "--warmup >= 0"), ({"max_noise": 2.0}, "--max-noise"),
+    ({"budget_s": 0}, "--budget"),
+])
+def test_bad_settings(tmp_path, kw, message):
+    with pytest.raises(BenchError, match=message):
+        settings(tmp_path, **kw)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench.corpus import load_corpus
-from bench.timing import HostTimer
+from bench.timing import RunContext
 from impls.lda import model
 
 
@@ -14,8 +14,8 @@ def test_iteration_counts_and_distributions(update, variant):
     corpus = load_corpus("tiny")
     work = model.make_workload(corpus, K=20, W=32, precision="f64", update=update)
     state = work.fresh_state()
-    timer = HostTimer()
-    with timer.run():
+    timer = RunContext("cpu")
+    with timer.timed():
         model.iterate(work, state, variant, 2, timer)
     assert set(timer.phases) == set(model.PHASES)
     lengths = np.diff(work.doc_ptr)
@@ -35,7 +35,7 @@ def test_variants_agree_on_a_real_corpus_run():
     z = {}
     for variant in ("alg1", "alg4", "alg7"):
         state = work.fresh_state()
-        model.iterate(work, state, variant, 1, HostTimer())
+        model.iterate(work, state, variant, 1, RunContext("cpu"))
         z[variant] = state.z
     assert np.mean(z["alg4"] == z["alg1"]) > 0.999
     assert np.mean(z["alg7"] == z["alg1"]) > 0.999

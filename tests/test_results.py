@@ -11,10 +11,18 @@ import pandas as pd
 import pytest
 
 from bench import envinfo
+from bench.errors import BenchError
 from bench.results import (
-    append_rows, is_measured, key_columns, latest_code, measured_index, read_results, read_sidecar,
+    append_rows, key_columns, latest_code, load, measured_repeats, read_csv, read_sidecar, repeats_done,
     update_sidecar,
 )
+
+AXIS = {"role": "axis"}
+SCHEMA = {"suite": "lda", "reference": "alg1", "columns": {
+    "suite": AXIS, "backend": AXIS, "precision": AXIS, "K": AXIS, "variant": {"role": "variant"},
+    "repeat": {"role": "bookkeeping"}, "seconds": {"role": "metric", "unit": "s", "gate": "ratio"},
+    "draw_z_s": {"role": "metric", "unit": "s"}, "tokens": {"role": "metric"}, "tokens_per_s": {"role": "metric"},
+    "warmup": {"role": "bookkeeping"}}}
 
 
 def row(variant="alg1", K=32, repeat=0, code_version="v1", seconds=1.5, **extra):
@@ -22,14 +30,13 @@ def row(variant="alg1", K=32, repeat=0, code_version="v1", seconds=1.5, **extra)
         "suite": "lda", "variant": variant, "backend": "cpu", "precision": "f32", "K": K,
         "repeat": repeat, "seconds": seconds, "draw_z_s": seconds / 2, "tokens": 1000,
         "tokens_per_s": 1000 / seconds, "group": f"g{K}", "run_id": "r1",
-        "code_version": code_version, "timestamp": "2026-01-01T00:00:00+00:00", "machine": "m",
+        "code_version": code_version, "timestamp": "2026-01-01T00:00:00+00:00", "machine": "m", "warmup": 1,
         **extra,
     }
 
 
-def test_key_columns_follow_the_generic_rule():
-    assert key_columns(row().keys()) == ["suite", "backend", "precision", "K"]
-    assert key_columns(["W", "x_gbps", "y_frac", "z_per_s", "quality"]) == ["W", "quality"]
+def test_key_columns_come_from_the_schema():
+    assert key_columns(SCHEMA) == ["suite", "backend", "precision", "K"]
 
 
 def test_append_creates_parents_and_writes_header_once(tmp_path):
@@ -39,7 +46,7 @@ def test_append_creates_parents_and_writes_header_once(tmp_path):
     lines = path.read_text().splitlines()
     assert lines[0] == ",".join(row().keys())
     assert sum(line == lines[0] for line in lines) == 1
-    df = read_results(path)
+    df = read_csv(path)
     assert list(df["repeat"]) == [0, 1, 2]
     assert list(df.columns) == list(row().keys())
 
@@ -60,13 +67,13 @@ def test_append_follows_header_order_and_writes_numpy_scalars_as_numbers(tmp_pat
 def test_header_mismatch_names_the_columns(tmp_path):
     path = tmp_path / "r.csv"
     append_rows(path, [row()])
-    with pytest.raises(ValueError, match="update"):
+    with pytest.raises(BenchError, match="update"):
         append_rows(path, [row(update="dense")])
     bad = row()
     del bad["draw_z_s"]
-    with pytest.raises(ValueError, match="draw_z_s"):
+    with pytest.raises(BenchError, match="draw_z_s"):
         append_rows(path, [bad])
-    assert len(read_results(path)) == 1
+    assert len(read_csv(path)) == 1
 
 
 def test_concurrent_appends_never_interleave(tmp_path):
@@ -77,7 +84,7 @@ def test_concurrent_appends_never_interleave(tmp_path):
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(work, range(40)))
-    df = read_results(path)
+    df = read_csv(path)
     assert len(df) == 120
     assert sorted(df.groupby("K").size().unique()) == [3]
     assert set(df["variant"]) == {"x" * 500}
@@ -89,11 +96,11 @@ def test_torn_last_line_is_ignored_then_repaired(tmp_path):
     with open(path, "a") as f:
         f.write("lda,alg1,cpu,f3")  # a writer died mid-line
     with pytest.warns(UserWarning, match="torn"):
-        df = read_results(path)
+        df = read_csv(path)
     assert list(df["repeat"]) == [0, 1]
     with pytest.warns(UserWarning, match="torn"):
         append_rows(path, [row(repeat=2)])
-    assert list(read_results(path)["repeat"]) == [0, 1, 2]
+    assert list(read_csv(path)["repeat"]) == [0, 1, 2]
 
 
 def test_torn_header_is_replaced(tmp_path):
@@ -101,29 +108,53 @@ def test_torn_header_is_replaced(tmp_path):
     path.write_text("suite,vari")
     with pytest.warns(UserWarning, match="torn"):
         append_rows(path, [row()])
-    assert len(read_results(path)) == 1
+    assert len(read_csv(path)) == 1
 
 
-def test_read_results_reads_a_directory(tmp_path):
-    append_rows(tmp_path / "a.csv", [row(K=1)])
-    append_rows(tmp_path / "b.csv", [row(K=2), row(K=3)])
-    assert sorted(read_results(tmp_path)["K"]) == [1, 2, 3]
+def test_load_reads_only_the_suites_file_in_a_directory(tmp_path):
+    append_rows(tmp_path / "lda.csv", [row(K=1)])
+    append_rows(tmp_path / "lda-kernels.csv", [{"other": "schema"}])
+    update_sidecar(tmp_path / "lda.json", None, schema=SCHEMA)
+    df, schema, _ = load(tmp_path, "lda")
+    assert list(df["K"]) == [1] and schema == SCHEMA
 
 
-def test_is_measured(tmp_path):
+@pytest.mark.parametrize("content, message", [
+    (b"\x00\xff\xfe garbage\n\x89PNG\x00\n", "not a"),
+    (b"a,b\n1,2\n", "missing columns"),
+])
+def test_load_rejects_what_is_not_a_results_file(tmp_path, content, message):
+    path = tmp_path / "lda.csv"
+    path.write_bytes(content)
+    update_sidecar(tmp_path / "lda.json", None, schema=SCHEMA)
+    with pytest.raises(BenchError, match=message):
+        load(path)
+
+
+def test_load_names_a_non_numeric_cell(tmp_path):
+    path = tmp_path / "lda.csv"
+    append_rows(path, [row(repeat=0), {**row(repeat=1), "seconds": "fast"}])
+    update_sidecar(tmp_path / "lda.json", None, schema=SCHEMA)
+    with pytest.raises(BenchError, match=r"lda.csv:3: column 'seconds' holds 'fast'"):
+        load(path)
+    with pytest.raises(BenchError, match="no such result file"):
+        load(tmp_path / "missing.csv")
+
+
+def test_measured_repeats(tmp_path):
     path = tmp_path / "r.csv"
     append_rows(path, [row(variant=v, K=32, repeat=r) for v in ("alg1", "alg4") for r in range(2)])
     append_rows(path, [row(variant="alg7", K=64, code_version="old")])
-    index = measured_index(path, "v1")
+    index = measured_repeats(path, SCHEMA, "v1", warmup=1)
     point = {"suite": "lda", "backend": "cpu", "precision": "f32", "K": 32}
-    assert is_measured(index, point, ["alg1", "alg4"])
-    assert is_measured(index, {**point, "K": "32"}, ["alg1"])  # compared as text
-    assert is_measured(index, {**point, "K": np.int64(32)}, ["alg4"])
-    assert not is_measured(index, point, ["alg1", "alg7"])  # one variant missing
-    assert not is_measured(index, {**point, "K": 64}, ["alg7"])  # other code version
-    assert is_measured(measured_index(path, "old"), {**point, "K": 64}, ["alg7"])
-    assert not is_measured(index, {**point, "precision": "f64"}, ["alg1"])
-    assert measured_index(tmp_path / "missing.csv", "v1") == set()
+    assert repeats_done(index, point, ["alg1", "alg4"]) == 2
+    assert repeats_done(index, {**point, "K": "32"}, ["alg1"]) == 2  # compared as text
+    assert repeats_done(index, {**point, "K": np.int64(32)}, ["alg4"]) == 2
+    assert repeats_done(index, point, ["alg1", "alg7"]) == 0  # one variant missing
+    assert repeats_done(index, {**point, "K": 64}, ["alg7"]) == 0  # other code version
+    assert repeats_done(measured_repeats(path, SCHEMA, "old", 1), {**point, "K": 64}, ["alg7"]) == 1
+    assert repeats_done(measured_repeats(path, SCHEMA, "v1", 2), point, ["alg1"]) == 0  # other warm-up
+    assert measured_repeats(tmp_path / "missing.csv", SCHEMA, "v1", 1) == {}
 
 
 def test_sidecar_merges_and_replaces_atomically(tmp_path):
@@ -135,8 +166,10 @@ def test_sidecar_merges_and_replaces_atomically(tmp_path):
     assert read_sidecar(path) == {
         "runs": {"r1": {"cpu_model": "A", "argv": ["bench", "run"], "finished": True}, "r2": {"cpu_model": "B"}}
     }
+    update_sidecar(path, None, schema=SCHEMA)
+    assert read_sidecar(path)["schema"] == SCHEMA and len(read_sidecar(path)["runs"]) == 2
     assert json.loads(path.read_text())["runs"]["r2"] == {"cpu_model": "B"}
-    assert os.listdir(path.parent) == ["lda.json"]  # no temporary file left
+    assert sorted(os.listdir(path.parent)) == [".lda.json.lock", "lda.json"]  # no temporary file left
 
 
 def test_collect_env_without_gpu_or_git(tmp_path, monkeypatch):
@@ -171,22 +204,6 @@ def test_collect_env_reads_a_gpu_through_cupy(monkeypatch):
     assert envinfo.machine_slug(env, "gpu") == "nvidia-h100-80gb-hbm3"
 
 
-def test_code_version_tracks_source_files_only(tmp_path, monkeypatch):
-    monkeypatch.setattr(envinfo, "REPO_ROOT", tmp_path)
-    (tmp_path / "bench").mkdir()
-    (tmp_path / "impls" / "lda").mkdir(parents=True)
-    (tmp_path / "bench" / "a.py").write_text("x = 1\n")
-    (tmp_path / "impls" / "lda" / "k.cu").write_text("__global__ void k() {}\n")
-    first = envinfo.code_version()
-    (tmp_path / "impls" / "lda" / "notes.txt").write_text("not code")
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "t.py").write_text("not measured code")
-    assert envinfo.code_version() == first
-    (tmp_path / "impls" / "lda" / "k.cu").write_text("__global__ void k() { }\n")
-    assert envinfo.code_version() != first
-    assert len(first) == 12
-
-
 def test_machine_slug():
     env = {"cpu_model": "AMD EPYC", "cpu_count": 2, "gpu_name": None}
     assert envinfo.machine_slug(env, "cpu") == "cpu-amd-epyc-2c"
@@ -203,5 +220,5 @@ def test_latest_code_keeps_every_run_of_the_newest_code_per_variant():
                 for r in range(2)]
     df = pd.DataFrame(rows("alg1", "old", "a", 1) + rows("alg1", "new", "b", 2) + rows("alg1", "new", "c", 3)
                       + rows("alg4", "old", "a", 1))
-    kept = latest_code(df)
+    kept = latest_code(df, {"columns": {"suite": AXIS, "K": AXIS}})
     assert sorted(set(zip(kept["variant"], kept["run_id"]))) == [("alg1", "b"), ("alg1", "c"), ("alg4", "a")]

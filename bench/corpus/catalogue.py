@@ -1,45 +1,22 @@
-"""The catalogue of corpora (datasets/catalogue.toml), name/path resolution and checksummed fetch."""
+"""The catalogue of corpora (datasets/catalogue.toml), name/path resolution and checksummed fetch.
+
+Reading the catalogue itself lives in entries.py, which synth.py imports too.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tomllib
 from pathlib import Path
 
+from .entries import CACHE_DIR, REPO_ROOT, catalogue, entry
 from .formats import read_ldac, read_uci
 from .model import Corpus, CorpusError
+from .synth import synthesize
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CATALOGUE_PATH = REPO_ROOT / "datasets" / "catalogue.toml"
-CACHE_DIR = REPO_ROOT / "datasets" / "cache"  # git-ignored
 SHARED_UCI_DIR = REPO_ROOT.parent / "shared" / "datasets" / "uci"
-_KINDS = ("uci", "synthetic")
 
 _verified: set[tuple] = set()  # (path, size, mtime_ns, sha256) of files whose hash matched
-
-
-def catalogue() -> dict[str, dict]:
-    """datasets/catalogue.toml parsed: name -> entry (a fresh dict on every call)."""
-    try:
-        with open(CATALOGUE_PATH, "rb") as f:
-            entries = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CorpusError(f"{CATALOGUE_PATH}: {exc}") from None
-    for name, entry in entries.items():
-        if entry.get("kind") not in _KINDS:
-            raise CorpusError(f"{CATALOGUE_PATH}: [{name}] needs kind = one of {', '.join(_KINDS)}")
-    return entries
-
-
-def entry(name: str, kind: str | None = None) -> dict:
-    """One catalogue entry, optionally of a given kind."""
-    entries = catalogue()
-    if name not in entries:
-        raise CorpusError(f"unknown dataset {name!r}; known: {', '.join(entries)}")
-    if kind is not None and entries[name]["kind"] != kind:
-        raise CorpusError(f"dataset {name!r} is {entries[name]['kind']}, not {kind}")
-    return entries[name]
 
 
 def load_corpus(name_or_path: str, scale: float = 1.0, seed: int = 0) -> Corpus:
@@ -50,8 +27,6 @@ def load_corpus(name_or_path: str, scale: float = 1.0, seed: int = 0) -> Corpus:
     entries = catalogue()
     if name_or_path in entries:
         if entries[name_or_path]["kind"] == "synthetic":
-            from .synth import synthesize  # synth imports this module
-
             return synthesize(name_or_path, scale, seed)
         _check_unscaled(name_or_path, scale)
         item = entries[name_or_path]

@@ -20,9 +20,16 @@ from .model import Corpus, CorpusError, from_entries
 
 _INT = re.compile(rb"-?[0-9]+")
 _PAIR = re.compile(rb"(-?[0-9]+):(-?[0-9]+)")
-_LDAC_LINE = re.compile(rb"[ \t]*[0-9]+(?:[ \t]+[0-9]+:[0-9]+)*[ \t]*\r?")
+# At most 18 significant digits a number, so that none can overflow int64 in the fast path's
+# np.fromstring (which saturates silently); longer ones go to the slow scan, which has Python ints.
+_LDAC_LINE = re.compile(rb"[ \t]*0*[0-9]{1,18}(?:[ \t]+0*[0-9]{1,18}:0*[0-9]{1,18})*[ \t]*\r?")
 _UCI_BYTES = b"0123456789 \t\r\n-"  # any other byte sends the data section to the slow scan
 _HEADER = ("the number of documents D", "the vocabulary size W", "the number of entries NNZ")
+# Word ids are stored as int32 (Corpus.words), and UCI docIDs and counts are read as int32:
+# D, W and every count are at most this, LDA-C word ids less than it.
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_HEADER_MAX = ((_INT32_MAX, "int32"), (_INT32_MAX, "int32"), (int(np.iinfo(np.int64).max), "int64"))
+_CLAMP = 10**30  # a larger magnitude is only ever compared with the limits above; see _int
 
 
 def read_uci(docword_path, vocab_path=None, name=None) -> Corpus:
@@ -38,7 +45,11 @@ def read_uci(docword_path, vocab_path=None, name=None) -> Corpus:
         if field is None or not re.fullmatch(rb"[0-9]+", field):
             got = "end of file" if field is None else _show(head[i])
             raise CorpusError(f"{path}:{i + 1}: expected header line {i + 1} to be {what} (one integer), got {got}")
-        sizes.append(int(field))
+        size = _int(field)
+        limit, dtype = _HEADER_MAX[i]
+        if size > limit:
+            raise CorpusError(f"{path}:{i + 1}: expected {what} to be at most {limit} ({dtype}), got {_digits(field)}")
+        sizes.append(size)
     num_docs, vocab_size, nnz = sizes
     body = head[3] if len(head) > 3 else b""
     del data, head
@@ -64,7 +75,7 @@ def _parse_uci_body(body: bytes, num_docs: int, vocab_size: int, nnz: int):
             warnings.simplefilter("error")  # pandas warns, instead of failing, on some malformed lines
             table = pd.read_csv(io.BytesIO(body), sep=r"\s+", header=None, names=["d", "w", "c"],
                                 dtype=np.int32, engine="c", index_col=False, skip_blank_lines=False)
-    except (ValueError, pd.errors.ParserError, Warning) as exc:
+    except (ValueError, OverflowError, pd.errors.ParserError, Warning) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     doc, word, count = (table[c].to_numpy() for c in "dwc")
     if doc.size != nnz:
@@ -84,13 +95,18 @@ def _scan_uci(path: Path, body: bytes, num_docs: int, vocab_size: int, nnz: int)
         fields = line.split()
         if len(fields) != 3 or not all(_INT.fullmatch(f) for f in fields):
             raise CorpusError(f"{path}:{lineno}: expected 3 integers 'docID wordID count', got {_show(line)}")
-        doc, word, count = map(int, fields)
+        doc, word, count = map(_int, fields)
         if not 1 <= doc <= num_docs:
-            raise CorpusError(f"{path}:{lineno}: docID {doc} out of range 1..{num_docs} (D, header line 1)")
+            raise CorpusError(f"{path}:{lineno}: docID {_digits(fields[0])} out of range 1..{num_docs} "
+                              "(D, header line 1)")
         if not 1 <= word <= vocab_size:
-            raise CorpusError(f"{path}:{lineno}: wordID {word} out of range 1..{vocab_size} (W, header line 2)")
+            raise CorpusError(f"{path}:{lineno}: wordID {_digits(fields[1])} out of range 1..{vocab_size} "
+                              "(W, header line 2)")
         if count < 1:
-            raise CorpusError(f"{path}:{lineno}: expected a count of at least 1, got {count}")
+            raise CorpusError(f"{path}:{lineno}: expected a count of at least 1, got {_digits(fields[2])}")
+        if count > _INT32_MAX:
+            raise CorpusError(f"{path}:{lineno}: expected a count of at most {_INT32_MAX} (int32), "
+                              f"got {_digits(fields[2])}")
         seen += 1
     if seen < nnz:
         raise CorpusError(f"{path}:{4 + seen}: expected NNZ={nnz} data lines (header line 3), "
@@ -153,8 +169,11 @@ def _parse_ldac(data: bytes, lines: list[bytes], vocab_size: int | None):
     keep = np.ones(flat.size, dtype=bool)
     keep[starts] = False
     pairs = flat[keep].reshape(-1, 2)
-    if pairs.size and ((vocab_size is not None and pairs[:, 0].max() >= vocab_size) or pairs[:, 1].min() < 1):
-        return "value out of range"
+    if pairs.size:
+        ids, counts = pairs[:, 0], pairs[:, 1]
+        id_limit = _INT32_MAX if vocab_size is None else min(vocab_size, _INT32_MAX)
+        if ids.max() >= id_limit or counts.min() < 1 or counts.max() > _INT32_MAX:
+            return "value out of range"
     return pairs, per_line
 
 
@@ -168,17 +187,25 @@ def _scan_ldac(path: Path, lines: list[bytes], vocab_size: int | None) -> None:
         for field, pair in zip(fields[1:], pairs):
             if not pair:
                 raise CorpusError(f"{path}:{lineno}: expected 'id:count' (two integers), got {_show(field)}")
-        if int(fields[0]) != len(pairs):
-            raise CorpusError(f"{path}:{lineno}: n={int(fields[0])} at the start of the line, "
+        if _int(fields[0]) != len(pairs):
+            raise CorpusError(f"{path}:{lineno}: n={_digits(fields[0])} at the start of the line, "
                               f"but the line has {len(pairs)} id:count pairs")
         for pair in pairs:
-            word, count = int(pair[1]), int(pair[2])
+            word, count = _int(pair[1]), _int(pair[2])
+            shown = _digits(pair[1])
             if word < 0:
-                raise CorpusError(f"{path}:{lineno}: expected a word id of at least 0, got {word}")
+                raise CorpusError(f"{path}:{lineno}: expected a word id of at least 0, got {shown}")
             if vocab_size is not None and word >= vocab_size:
-                raise CorpusError(f"{path}:{lineno}: word id {word} out of range 0..{vocab_size - 1} (vocabulary file)")
+                raise CorpusError(f"{path}:{lineno}: word id {shown} out of range 0..{vocab_size - 1} (vocabulary file)")
+            if word >= _INT32_MAX:
+                raise CorpusError(f"{path}:{lineno}: expected a word id of at most {_INT32_MAX - 1} (word ids are "
+                                  f"stored as int32), got {shown}")
             if count < 1:
-                raise CorpusError(f"{path}:{lineno}: expected a count of at least 1, got {count} for word id {word}")
+                raise CorpusError(f"{path}:{lineno}: expected a count of at least 1, got {_digits(pair[2])} "
+                                  f"for word id {shown}")
+            if count > _INT32_MAX:
+                raise CorpusError(f"{path}:{lineno}: expected a count of at most {_INT32_MAX} (int32), "
+                                  f"got {_digits(pair[2])} for word id {shown}")
 
 
 def write_uci(corpus: Corpus, directory, name: str) -> tuple[Path, Path]:
@@ -188,7 +215,13 @@ def write_uci(corpus: Corpus, directory, name: str) -> tuple[Path, Path]:
     gets placeholder words 'word<id>'.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and not directory.is_dir():
+        raise CorpusError(f"{directory}: not a directory; give a directory (new or existing) for the "
+                          "docword and vocab files")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CorpusError(f"{directory}: not a directory, and it cannot be created ({exc.strerror or exc})") from None
     compress = name.endswith(".gz")
     stem = name.removesuffix(".gz")
     docword_path = directory / f"docword.{stem}.txt{'.gz' if compress else ''}"
@@ -199,14 +232,18 @@ def write_uci(corpus: Corpus, directory, name: str) -> tuple[Path, Path]:
     keys, counts = np.unique(doc * v + corpus.words, return_counts=True)
     table = pd.DataFrame({"d": keys // v + 1, "w": keys % v + 1, "c": counts})
     header = f"{corpus.num_docs}\n{corpus.vocab_size}\n{len(keys)}\n"
-    # mtime=0 keeps the gzip bytes reproducible.
-    raw = gzip.GzipFile(docword_path, "wb", compresslevel=6, mtime=0) if compress else open(docword_path, "wb")
-    with io.TextIOWrapper(raw, encoding="ascii", newline="\n") as out:
-        out.write(header)
-        table.to_csv(out, sep=" ", header=False, index=False, lineterminator="\n")
-
     words = corpus.vocab if corpus.vocab is not None else [f"word{i}" for i in range(corpus.vocab_size)]
-    vocab_path.write_text("".join(f"{w}\n" for w in words), encoding="utf-8")
+    path = docword_path
+    try:
+        # mtime=0 keeps the gzip bytes reproducible.
+        raw = gzip.GzipFile(docword_path, "wb", compresslevel=6, mtime=0) if compress else open(docword_path, "wb")
+        with io.TextIOWrapper(raw, encoding="ascii", newline="\n") as out:
+            out.write(header)
+            table.to_csv(out, sep=" ", header=False, index=False, lineterminator="\n")
+        path = vocab_path
+        vocab_path.write_text("".join(f"{w}\n" for w in words), encoding="utf-8")
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot write the file ({exc.strerror or exc})") from None
     return docword_path, vocab_path
 
 
@@ -227,6 +264,24 @@ def _uci_name(path: Path) -> str:
     """docword.kos.txt.gz -> kos."""
     name = path.name.removesuffix(".gz").removesuffix(".txt")
     return name.removeprefix("docword.")
+
+
+def _int(field: bytes) -> int:
+    """An integer field (matched by _INT) as an int, its magnitude clamped to _CLAMP.
+
+    Clamping keeps int() away from Python's limit on the digits it converts; a clamped value
+    lies beyond every limit it is checked against, so it is reported, never used.
+    """
+    digits = field.lstrip(b"-").lstrip(b"0")
+    if len(digits) < len(str(_CLAMP)):
+        return int(field)
+    return -_CLAMP if field.startswith(b"-") else _CLAMP
+
+
+def _digits(field: bytes) -> str:
+    """An integer field as written in the file, shortened to keep a message on one line."""
+    text = field.decode("ascii", "replace").strip()
+    return text if len(text) <= 24 else f"{text[:12]}...{text[-4:]} ({len(text)} characters)"
 
 
 def _show(text: bytes) -> str:

@@ -10,7 +10,12 @@ import numpy as np
 
 
 class CorpusError(Exception):
-    """Bad input data or an unknown dataset; the one-line message says what to fix."""
+    """Bad input data or an unknown dataset; the one-line message says what to fix.
+
+    The CLI prints it on one line, with no traceback, and exits with exit_code.
+    """
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .catalogue import CACHE_DIR, entry
+from .entries import CACHE_DIR, entry
 from .model import Corpus, CorpusError
 
 GENERATOR_VERSION = 1  # bump when the output for given arguments changes; it keys the disk cache

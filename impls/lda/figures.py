@@ -7,12 +7,20 @@ Figure 7: whole-application time against K, one panel per precision of the inter
 values (a: 32-bit, b: 64-bit). Figure 8: the same for 480 <= K <= 544, Algorithms 4 and
 7 only, every point marked so the sawtooth in K mod 32 shows. Figures 7 and 8 and the
 speed-up use the mean-for-mode application.
+
+A variant measured at a few K only (say warpscan at 4 K of the 256 in Figure 7's grid)
+is drawn as markers with no line, so no line suggests data between the points that were
+not measured. On the GPU Algorithm 1's time spikes at K = 32k, so a speed-up read at
+K = 1024 alone overstates it: speedup_summary gives it next to K = 1020 and the median
+over the last period of K mod 32, 993 <= K <= 1024.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from functools import partial
+from collections.abc import Hashable, Iterable, Mapping
+from functools import partial, reduce
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +28,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator
 
 from bench.figures import caption, save
-from bench.results import key_columns
 
 LABELS = {
     "alg1": "Algorithm 1 (baseline)",
@@ -32,6 +39,16 @@ ZOOM_K = (480, 544)
 ZOOM_VARIANTS = ("alg4", "alg7")
 # Keys shown on the axes or by the panel; any other key that varies splits the figure.
 DRAWN_KEYS = ("suite", "K", "precision")
+# A variant is drawn as a line when its typical step in K (the median gap between the
+# K it was measured at) is at most LINE_STEP times that of the panel's densest variant,
+# and otherwise as markers alone; a line is broken where a gap exceeds BREAK_GAP steps.
+LINE_STEP = 1.5
+BREAK_GAP = 4
+SPARSE_NOTE = "(measured K only)"
+SPEEDUP_VARIANTS = ("alg4", "alg7", "warpscan")
+# The last period of Algorithm 1's K mod 32 spike at the top of the sweep.
+SPEEDUP_WINDOW = (993, 1024)
+SPEEDUP_POINTS = (1020, 1024)
 
 
 def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
@@ -49,7 +66,7 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     grid = df[df["K"] % 4 == 0]
     if {"alg1", "alg4", "alg7"} <= set(grid["variant"]):
         written += _figures(grid, meta, outdir, "speedup-over-alg1",
-                            "Speed-up of Algorithms 4 and 7 over Algorithm 1, whole application",
+                            "Speed-up over Algorithm 1, whole application",
                             _speedup, drawn=("precision",))
     for precision, (panel, bits) in PANELS.items():
         written += _figures(
@@ -68,6 +85,66 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     return written
 
 
+def _step(ks: Iterable[int]) -> float:
+    """The median gap between consecutive K; infinite for fewer than two K."""
+    ks = sorted(set(ks))
+    return float(pd.Series(ks).diff().median()) if len(ks) > 1 else math.inf
+
+
+def reference_step(ks: Mapping[Hashable, Iterable[int]]) -> float:
+    """The typical K step of the densest series (the one measured at the most K)."""
+    sets = [set(values) for values in ks.values()]
+    return _step(max(sets, key=len)) if sets else math.inf
+
+
+def line_series(ks: Mapping[Hashable, Iterable[int]]) -> set:
+    """Which of the series (name -> the K it was measured at) to draw as lines: those
+    measured on nearly the same K grid as the densest series, that is with a typical
+    step no more than LINE_STEP times its step.  A sweep cut short still is a line over
+    the part that was run; a variant measured at a few chosen K (warpscan at 64, 256,
+    512, 1024 against a step-4 sweep) is drawn as markers, not joined up across the K
+    it skipped.
+    """
+    reference = reference_step(ks)
+    return {name for name, values in ks.items() if _step(values) <= LINE_STEP * reference}
+
+
+def _break_gaps(points: pd.DataFrame, max_gap: float) -> pd.DataFrame:
+    """points (indexed by K) with a row of NaN inside every gap wider than max_gap, so a
+    line drawn through them stops there instead of bridging K that were not measured."""
+    ks = points.index.to_numpy()
+    holes = [(a + b) / 2 for a, b in zip(ks, ks[1:]) if b - a > max_gap]
+    if not holes:
+        return points
+    return pd.concat([points, pd.DataFrame(math.nan, index=holes, columns=points.columns)]).sort_index()
+
+
+def zoom_note(df: pd.DataFrame) -> str | None:
+    """None when Algorithms 4 and 7 were each measured at every K of the zoom (the
+    paper's Figure 8); otherwise a note of how sparse the data drawn there is."""
+    every = set(range(ZOOM_K[0], ZOOM_K[1] + 1))
+    measured = {v: set(df.loc[df["variant"] == v, "K"].astype(int)) & every for v in ZOOM_VARIANTS}
+    if all(every <= ks for ks in measured.values()):
+        return None
+    ks = sorted(set().union(*measured.values()))
+    step = reduce(math.gcd, (b - a for a, b in zip(ks, ks[1:])), 0)
+    on_grid = set(range(ks[0], ks[-1] + 1, step)) if step else set(ks)
+    if step > 1 and ks[0] - ZOOM_K[0] < step and ZOOM_K[1] - ks[-1] < step \
+            and all(on_grid <= m for m in measured.values()):
+        sparsity = f"K step {step}"
+    else:
+        sparsity = " and ".join(f"{v} at {len(m)} of {len(every)} K" for v, m in measured.items())
+    return f"{sparsity}: not the paper's every-K zoom"
+
+
+# The columns that identify a measured point: the harness' and the lda suite's axes.
+POINT_KEYS = ("suite", "backend", "dataset", "scale", "update", "W", "precision", "K", "iterations")
+
+
+def _point_keys(df: pd.DataFrame) -> list[str]:
+    return [k for k in POINT_KEYS if k in df]
+
+
 def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, draw, drawn=()) -> list[Path]:
     """One figure per combination of the keys that vary and `draw` does not show
     (never averaged over them).  The stem gets a suffix naming the combination
@@ -75,7 +152,7 @@ def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, 
     if df.empty:
         return []
     shown = (*DRAWN_KEYS, *drawn)
-    split = [k for k in key_columns(df.columns) if k not in shown and df[k].nunique(dropna=False) > 1]
+    split = [k for k in _point_keys(df) if k not in shown and df[k].nunique(dropna=False) > 1]
     if not split:
         return draw(df, meta, outdir, stem, title)
     written = []
@@ -87,23 +164,39 @@ def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, 
     return written
 
 
+def _colours(variants: Iterable[str]) -> dict[str, str]:
+    """The paper's algorithms first, each in the same colour in every figure."""
+    variants = set(variants)
+    return {v: f"C{i}" for i, v in enumerate([*LABELS, *sorted(variants - set(LABELS))])}
+
+
 def _figure(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, zoom: bool) -> list[Path]:
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
     stats = df.groupby(["variant", "K"])["seconds"].agg(["median", "min", "max"])
-    # The paper's algorithms first, each in the same colour in every figure.
     variants = set(df["variant"])
-    colours = {v: f"C{i}" for i, v in enumerate([*LABELS, *sorted(variants - set(LABELS))])}
+    colours = _colours(variants)
+    ks = {v: stats.loc[v].index for v in variants}
+    lines, max_gap = line_series(ks), BREAK_GAP * reference_step(ks)
     for variant in (v for v in colours if v in variants):
         points = stats.loc[variant]
-        ax.plot(
-            points.index, points["median"], color=colours[variant], marker="o" if zoom else None,
-            markersize=3, linewidth=1, label=LABELS.get(variant, variant),
-        )
-        ax.fill_between(points.index, points["min"], points["max"], color=colours[variant], alpha=0.2, linewidth=0)
+        label = LABELS.get(variant, variant)
+        if variant in lines:
+            points = _break_gaps(points, max_gap)
+            ax.plot(points.index, points["median"], color=colours[variant], marker="o" if zoom else None,
+                    markersize=3, linewidth=1, label=label)
+            ax.fill_between(points.index, points["min"], points["max"], color=colours[variant], alpha=0.2,
+                            linewidth=0)
+        else:
+            ax.plot(points.index, points["median"], color=colours[variant], marker="o", markersize=4,
+                    linestyle="none", label=f"{label} {SPARSE_NOTE}")
+            ax.vlines(points.index, points["min"], points["max"], color=colours[variant], alpha=0.5, linewidth=1)
+    note = zoom_note(df) if zoom else None
     if zoom:
         ax.xaxis.set_major_locator(MultipleLocator(8))
-        ax.xaxis.set_minor_locator(MultipleLocator(1))
+        ax.xaxis.set_minor_locator(MultipleLocator(1 if note is None else 4))
+        if note:
+            title += f"\n({note})"
     else:
         ax.set_ylim(bottom=0)
     ax.set_xlabel("K (number of topics)")
@@ -111,7 +204,12 @@ def _figure(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, z
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return save(fig, outdir, stem, caption(meta, df) + "\nLines: median over repeats; bands: fastest to slowest repeat.")
+    text = caption(meta, df) + "\nLines: median over repeats; bands: fastest to slowest repeat."
+    if len(lines) < len(variants):
+        text += f" Variants marked {SPARSE_NOTE}: points at the K measured, bars: fastest to slowest repeat."
+    if note:
+        text += f"\n{note[0].upper()}{note[1:]}; the sawtooth in K mod 32 is sampled, not traced point by point."
+    return save(fig, outdir, stem, text)
 
 
 def _figure6(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str) -> list[Path]:
@@ -136,24 +234,99 @@ def _figure6(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str) 
     return save(fig, outdir, stem, caption(meta, df) + "\nLines: median over repeats.")
 
 
+def _speedups(df: pd.DataFrame, by: list[str]) -> pd.Series:
+    """Algorithm 1's time over each other variant's, the ratio taken within one repeat
+    of one point (the variants run interleaved in a group), then the median over the
+    repeats: a Series indexed by (*by, K, variant)."""
+    wide = df.pivot_table(index=[*by, "K", "group", "repeat"], columns="variant", values="seconds")
+    if "alg1" not in wide:
+        names = [*by, "K", "variant"]
+        return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[]] * len(names), names=names))
+    ratios = wide.drop(columns="alg1").rdiv(wide["alg1"], axis=0)
+    ratios.columns.name = "variant"
+    return ratios.stack().dropna().groupby(level=[*by, "K", "variant"]).median()
+
+
+def speedup_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """The speed-up over Algorithm 1 (mean-for-mode application) of Algorithms 4 and 7,
+    and of warpscan where measured, near the top of the sweep.
+
+    One row per (any other key that varies, precision, variant); columns: the speed-up
+    at K = 1020 and at K = 1024 (Algorithm 1's K mod 32 spike), the median over the K in
+    993..1024 that were measured, and how many K that median covers.  Each speed-up is
+    the median over repeats of alg1_time / variant_time taken within one (group,
+    repeat).  K that were not measured give NaN.
+    """
+    columns = [f"at_{k}" for k in SPEEDUP_POINTS] + ["window_median", "window_k"]
+    if "update" in df:
+        df = df[df["update"] == "mfm"]
+    others = [k for k in _point_keys(df)
+              if k not in ("suite", "K", "precision", "update") and df[k].nunique(dropna=False) > 1]
+    by = [*others, "precision"]
+    variants = [v for v in SPEEDUP_VARIANTS if v in set(df["variant"])]
+    if df.empty or not variants:
+        names = [*by, "variant"]
+        return pd.DataFrame(columns=columns, index=pd.MultiIndex.from_arrays([[]] * len(names), names=names))
+    speedups = _speedups(df[df["variant"].isin(["alg1", *variants])], by)
+    rows = {}
+    for values, _ in df.groupby(by, dropna=False):
+        values = values if isinstance(values, tuple) else (values,)
+        for variant in variants:
+            try:
+                series = speedups.xs((*values, variant), level=[*by, "variant"])
+            except KeyError:
+                series = pd.Series(dtype=float)
+            window = series[(series.index >= SPEEDUP_WINDOW[0]) & (series.index <= SPEEDUP_WINDOW[1])].dropna()
+            rows[(*values, variant)] = [*(series.get(k, float("nan")) for k in SPEEDUP_POINTS),
+                                        window.median() if len(window) else float("nan"), len(window)]
+    index = pd.MultiIndex.from_tuples(list(rows), names=[*by, "variant"])
+    return pd.DataFrame(list(rows.values()), index=index, columns=columns).astype({"window_k": int})
+
+
+def _ratio(value: float) -> str:
+    return "not measured" if pd.isna(value) else f"{value:.2f}"
+
+
 def _speedup(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str) -> list[Path]:
-    """Algorithm 1's time over Algorithms 4's and 7's, each ratio taken within one
+    """Algorithm 1's time over each other variant's, each ratio taken within one
     repeat of one point (the variants run interleaved), median over repeats."""
-    wide = df.pivot_table(index=["precision", "K", "group", "repeat"], columns="variant", values="seconds")
+    speedup = _speedups(df, ["precision"])
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot()
-    for variant, colour in (("alg4", "C1"), ("alg7", "C2")):
-        speedup = (wide["alg1"] / wide[variant]).dropna().groupby(["precision", "K"]).median()
+    colours = _colours(df["variant"])
+    series = {(variant, precision): points.droplevel(["precision", "variant"])
+              for (precision, variant), points in speedup.groupby(level=["precision", "variant"])}
+    ks = {name: points.index for name, points in series.items()}
+    lines, max_gap = line_series(ks), BREAK_GAP * reference_step(ks)
+    for variant in (v for v in colours if v != "alg1"):
         for precision, style in (("f32", "-"), ("f64", "--")):
-            if precision in speedup.index.get_level_values("precision"):
-                points = speedup.xs(precision, level="precision")
-                ax.plot(points.index, points.values, style, color=colour, linewidth=1,
-                        label=f"{LABELS[variant]}, {precision}")
+            if (variant, precision) not in series:
+                continue
+            points = series[(variant, precision)]
+            label = f"{LABELS.get(variant, variant)}, {precision}"
+            if (variant, precision) in lines:
+                points = _break_gaps(points.to_frame(), max_gap).iloc[:, 0]
+                ax.plot(points.index, points.values, style, color=colours[variant], linewidth=1, label=label)
+            else:
+                ax.plot(points.index, points.values, color=colours[variant], linestyle="none",
+                        marker="o" if precision == "f32" else "s", markersize=4, label=f"{label} {SPARSE_NOTE}")
     ax.axhline(1, color="0.5", linewidth=0.8)
+    ax.axvspan(SPEEDUP_WINDOW[0] - 0.5, SPEEDUP_WINDOW[1] + 0.5, color="0.85", alpha=0.6, linewidth=0, zorder=0,
+               label=f"K {SPEEDUP_WINDOW[0]}..{SPEEDUP_WINDOW[1]} (caption: medians)")
     ax.set_xlabel("K (number of topics)")
     ax.set_ylabel("Speed-up over Algorithm 1 (time ratio)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return save(fig, outdir, stem, caption(meta, df)
-                + "\nLines: median over repeats of the ratio within each repeat (variants run interleaved).")
+    ax.legend(fontsize=7)
+    summary = speedup_summary(df)
+    window = "; ".join(
+        f"{precision} {variant} {_ratio(row.window_median)} over {row.window_k} K"
+        f" (K=1020: {_ratio(row.at_1020)}, K=1024: {_ratio(row.at_1024)})"
+        for (*_, precision, variant), row in zip(summary.index, summary.itertuples(index=False))
+    )
+    text = (caption(meta, df)
+            + "\nLines: median over repeats of the ratio within each repeat (variants run interleaved)."
+            + f"\nShaded, {SPEEDUP_WINDOW[0]} ≤ K ≤ {SPEEDUP_WINDOW[1]}: median over the K measured there, a whole"
+            + " period of K mod 32 (K = 1024 alone can sit on Algorithm 1's K = 32k spike), with K = 1020 and"
+            + f" K = 1024 in brackets: {window or 'no data'}.")
+    return save(fig, outdir, stem, text)

@@ -6,11 +6,16 @@ backends run the same application from the same state.  CuPy is imported
 inside the functions: importing this module needs no GPU."""
 
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 
 from impls.lda import model
 from impls.lda.drawz_gpu import draw_z_gpu
+
+COUNTS_SOURCE = Path(__file__).parent / "kernels" / "counts.cu"
+COUNTS_BLOCK = 256  # threads per block (whole warps: topic_counts aggregates per warp); not tuned
 
 
 @dataclass
@@ -28,13 +33,16 @@ class GpuWorkload:
         return self.host.num_tokens
 
     def fresh_state(self) -> model.LdaState:
-        """Initial theta and phi; the counts are made by the first iteration.
-        The state carries the run's Philox generator, so every run (and so
-        every variant) consumes the same uniforms."""
+        """Initial theta and phi; the count arrays are allocated here, once,
+        and filled by every iteration.  The state carries the run's Philox
+        generator, so every run (and so every variant) consumes the same uniforms."""
         import cupy
 
+        (M, K), V = self.theta0.shape, self.phi0.shape[0]
         return model.LdaState(theta=self.theta0.copy(), phi=self.phi0.copy(),
-                              z=cupy.zeros(self.num_tokens, dtype=cupy.int32), ndk=None, nwk=None, nk=None,
+                              z=cupy.zeros(self.num_tokens, dtype=cupy.int32),
+                              ndk=cupy.zeros((M, K), dtype=cupy.int32), nwk=cupy.zeros((V, K), dtype=cupy.int32),
+                              nk=cupy.zeros(K, dtype=cupy.int32),
                               rng=cupy.random.Generator(cupy.random.Philox4x3210(self.host.seed)))
 
 
@@ -47,10 +55,44 @@ def to_gpu(work: model.LdaWorkload) -> GpuWorkload:
                        cupy.asarray(lengths), cupy.asarray(work.theta0), cupy.asarray(work.phi0))
 
 
-def iterate(work: GpuWorkload, state, variant: str, iterations: int, timer):
-    """Run `iterations` full iterations on the GPU, timing each phase."""
+@cache
+def _counts_module():
+    """kernels/counts.cu, compiled once per process (CuPy also caches on disk)."""
     import cupy
 
+    return cupy.RawModule(code=COUNTS_SOURCE.read_text(), options=("-std=c++17",))
+
+
+@cache
+def _counts_kernel(name: str):
+    return _counts_module().get_function(name)
+
+
+def _launch(name, threads, args):
+    if threads:
+        _counts_kernel(name)((-(-threads // COUNTS_BLOCK),), (COUNTS_BLOCK,), args)
+
+
+def topic_counts(doc_of_token, words, z, ndk, nwk, nk):
+    """Overwrite ndk [M, K], nwk [V, K] and nk [K] (int32) with the counts of the
+    tokens' topics z (int32) per document (doc_of_token, int64) and per word
+    (words, int32): C-contiguous CuPy arrays.  Asynchronous (current stream)."""
+    if (doc_of_token.dtype != np.int64 or words.dtype != np.int32 or z.dtype != np.int32
+            or any(a.dtype != np.int32 or not a.flags.c_contiguous for a in (ndk, nwk, nk))):
+        raise TypeError("doc_of_token must be int64; words, z, ndk, nwk and nk int32 and C-contiguous")
+    T, (V, K) = z.size, nwk.shape
+    for a in (ndk, nwk, nk):  # the kernels only add
+        a.fill(0)
+    _launch("topic_counts", T, (doc_of_token, words, z, np.int64(T), np.int32(K), ndk, nwk))
+    # nk as column sums of nwk rather than T atomics on K addresses (they
+    # serialize at small K): one more read of nwk, the size of the memset.
+    # Slabs of >= 16 rows, about 2^18 threads: enough to fill the GPU, few atomics.
+    slab = max(16, -(-V * K // 2**18))
+    _launch("column_sums", K * -(-V // slab), (nwk, np.int64(V), np.int32(K), np.int32(slab), nk))
+
+
+def iterate(work: GpuWorkload, state, variant: str, iterations: int, timer):
+    """Run `iterations` full iterations on the GPU, timing each phase."""
     M, K = state.theta.shape
     V = state.phi.shape[0]
     alpha, beta = model.ALPHA, model.BETA
@@ -60,16 +102,10 @@ def iterate(work: GpuWorkload, state, variant: str, iterations: int, timer):
         with timer.phase("draw_z"):
             draw_z_gpu(variant, work.doc_ptr, work.words, state.theta, state.phi, u, state.z, work.host.W)
         with timer.phase("counts"):
-            z = state.z.astype(cupy.int64)
-            state.ndk = cupy.bincount(work.doc_of_token * K + z, minlength=M * K).reshape(M, K)
-            state.nwk = cupy.bincount(work.words.astype(cupy.int64) * K + z, minlength=V * K).reshape(V, K)
-            state.nk = state.nwk.sum(axis=0)
+            topic_counts(work.doc_of_token, work.words, state.z, state.ndk, state.nwk, state.nk)
         with timer.phase("update"):
             if work.host.update == "mfm":
                 state.theta[...] = (state.ndk + alpha) / (work.lengths[:, None] + K * alpha)
                 state.phi[...] = (state.nwk + beta) / (state.nk + V * beta)
             else:
-                g = state.rng.standard_gamma(state.ndk + alpha)
-                state.theta[...] = g / g.sum(axis=1, keepdims=True)
-                g = state.rng.standard_gamma(state.nwk + beta)
-                state.phi[...] = g / g.sum(axis=0, keepdims=True)
+                model.dirichlet_update(state.rng, state.ndk, state.nwk, alpha, beta, state.theta, state.phi)

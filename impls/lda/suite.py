@@ -6,111 +6,172 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from bench.corpus import CorpusError, catalogue, load_corpus
 from bench.errors import BenchError
-from bench.kspec import parse_k, parse_list
-from bench.suite import SweepDefaults, Suite
-from bench.timing import copy_bandwidth_gbps
-from impls.lda import drawz_cpu, figures, model
+from bench.specs import parse_choices, parse_floats, parse_ints
+from bench.suite import Axis, Defaults, Metric, Suite, Variant
+from impls.lda import drawz_cpu, figures, model, verify
 
 WARP_SIZES = (8, 16, 32)
+SOURCES = ("impls/lda",)
 
-# The CPU default is sized so `bench sweep --k 4..1024` (512 points, 1,536 variant runs with both
-# precisions and three variants) ends in under 10 minutes on 2 cores; the GPU
-# default is the paper's: the whole corpus, 100 iterations, 5 repeats.
-CPU_DEFAULTS = SweepDefaults(
-    options={"k": "4..1024", "precision": "f32,f64", "dataset": "wiki-synth", "scale": 0.01,
-             "update": "mfm", "W": 32, "iterations": 1},
-    variants=("alg1", "alg4", "alg7"), repeats=3, warmup=1,
-    note="CPU default: wiki-synth at scale 0.01 (436 documents, 30,727 tokens), 1 iteration, 3 repeats",
-)
-GPU_DEFAULTS = SweepDefaults(
-    options={"k": "4..1024", "precision": "f32,f64", "dataset": "wiki-synth", "scale": 1.0,
-             "update": "mfm", "W": 32, "iterations": 100},
-    variants=("alg1", "alg4", "alg7"), repeats=5, warmup=1,
-    note="GPU default: the paper's settings, wiki-synth, 100 iterations, 5 repeats "
-         "(hours for K = 4..1024: use --iterations and --repeats to fit a time budget)",
-)
+
+def _parse_datasets(spec) -> list[str]:
+    names = [part for part in str(spec).replace(" ", "").split(",") if part]
+    known = catalogue()
+    for name in names:
+        if name not in known and not Path(name).exists():
+            raise BenchError(f"unknown dataset {name!r}; known: {', '.join(known)} (or a path)")
+    if not names:
+        raise BenchError("empty dataset spec")
+    return names
+
+
+def is_synthetic(dataset: str) -> bool:
+    return catalogue().get(dataset, {}).get("kind") == "synthetic"
+
+
+CPU_TOKENS = 30_727  # wiki-synth at scale 0.01: `bench sweep --k 4..1024` ends in minutes on 2 cores
+
+
+def _default_scale(backend: str, given: dict) -> str:
+    """On a CPU a synthetic corpus shrinks to about CPU_TOKENS tokens (wiki-synth to
+    scale 0.01, tiny not at all); a real corpus has only its own size."""
+    datasets = _parse_datasets(given.get("dataset", "wiki-synth"))
+    if backend != "cpu" or not all(is_synthetic(d) for d in datasets):
+        return "1"
+    return ",".join(dict.fromkeys(f"{min(1.0, CPU_TOKENS / catalogue()[d]['tokens']):.2g}" for d in datasets))
+
+
+def warp_sizes(spec) -> list[int]:
+    values = parse_ints(spec, "warp size W")
+    if bad := [w for w in values if w not in WARP_SIZES]:
+        raise BenchError(f"bad warp size W {bad[0]}: must be one of {', '.join(map(str, WARP_SIZES))}")
+    return values
+
+
+def gpu_warp_skip(point: dict) -> str | None:
+    if point["backend"] == "gpu" and point["W"] != 32:
+        return f"W = {point['W']}: the GPU kernels use the hardware warp, W = 32"
+    return None
+
+
+PRECISION = Axis("precision", "f32,f64", lambda s: parse_choices(s, model.PRECISIONS, "precision"),
+                 "type of theta, phi, products and partial sums")
+K_AXIS = Axis("K", "4..1024", lambda s: parse_ints(s, "K", default_step=4), "number of topics; A..B steps by 4",
+              aliases=("k",))
+DRAWZ_VARIANTS = tuple(Variant(name, doc, devices=("cpu", "gpu")) for name, doc in drawz_cpu.VARIANTS.items())
 
 
 @dataclass
 class Prepared:
-    """A point's workload on its backend, the backend's iteration, and (GPU only)
-    the device-to-device copy bandwidth measured when it was prepared."""
+    """A point's workload on its backend and the backend's iteration."""
 
     work: object
     iterations: int
     iterate: Callable
-    copy_gbps: float | None = None
 
 
 @lru_cache(maxsize=4)
-def _corpus(dataset: str, scale: float):
+def corpus(dataset: str, scale: float):
     try:
         return load_corpus(dataset, scale=scale)
     except CorpusError as error:
         raise BenchError(str(error)) from error
 
 
-class LdaSuite(Suite):
+class DrawzVerification:
+    """`bench verify`: every draw-z variant on fresh dyadic problems, z identical to
+    the CPU Algorithm 1 and a chi-square test against the exact probabilities."""
+
+    verify_axes = (
+        Axis("K", "1..70", lambda s: parse_ints(s, "K"), "every K of A..B", aliases=("k",)),
+        Axis("W", "32", warp_sizes, "warp size (8, 16 or 32 on a CPU)", aliases=("warp",)),
+        PRECISION,
+    )
+
+    def verify_skip(self, point: dict) -> str | None:
+        return gpu_warp_skip(point)
+
+    def verify_case(self, point: dict, seed: int):
+        return verify.make_case(point["K"], point["W"], point["precision"], seed)
+
+    def output(self, case, variant: str, device: str):
+        draw = verify.draw_on_gpu if device == "gpu" else drawz_cpu.draw_z
+        return verify.run_variant(case, variant, draw)
+
+    def agrees(self, case, got, alpha: float) -> tuple[bool, str]:
+        return verify.agrees(case, got, alpha)
+
+
+class LdaSuite(DrawzVerification, Suite):
     name = "lda"
-    description = "dense LDA Gibbs sampler of the butterfly paper (Algorithms 1, 4, 7)"
-    variants = drawz_cpu.VARIANTS
-    reference_variant = "alg1"
+    description = "dense LDA Gibbs sampler of the butterfly paper (Algorithms 1, 4, 7), whole application"
+    axes = (
+        Axis("dataset", "wiki-synth", _parse_datasets, "catalogue name or path"),
+        Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
+             "shrink a synthetic corpus (CPU default: to about 30,000 tokens, 0.01 for wiki-synth; 1 on a GPU)"),
+        Axis("update", "mfm", lambda s: parse_choices(s, model.UPDATES, "update"),
+             "mfm (mean-for-mode) or dirichlet (sampled theta, phi)"),
+        Axis("W", "32", warp_sizes, "warp size (8, 16 or 32 on a CPU; 32 on a GPU)", aliases=("warp",)),
+        PRECISION,
+        K_AXIS,
+        Axis("iterations", lambda backend, given: "100" if backend == "gpu" else "1",
+             lambda s: parse_ints(s, "iterations"), "iterations per timed run (default 1 on a CPU, 100 on a GPU)"),
+    )
+    variants = DRAWZ_VARIANTS
+    default_variants = ("alg1", "alg4", "alg7")
+    reference = "alg1"
     phases = model.PHASES
-    backends = ("cpu", "gpu")
+    metrics = (
+        Metric("tokens", "tokens", help="tokens in the padded corpus"),
+        Metric("tokens_per_s", "tokens/s", better="higher", help="tokens x iterations / seconds"),
+        Metric("draw_z_gbps", "GB/s", better="higher", help="GPU: T x K x bytes per value x iterations / draw time"),
+        Metric("draw_z_frac", "", better="higher", help="GPU: draw_z_gbps over the copy bandwidth of the repeat"),
+    )
+    sources = SOURCES
 
-    def defaults(self, backend: str) -> SweepDefaults:
-        return GPU_DEFAULTS if backend == "gpu" else CPU_DEFAULTS
+    def defaults(self, backend: str) -> Defaults:
+        if backend == "gpu":
+            return Defaults(repeats=5, warmup=1, note="GPU default: the paper's settings, wiki-synth, 100 "
+                            "iterations, 5 repeats (hours for K = 4..1024: use --iterations and --repeats)")
+        return Defaults(repeats=3, warmup=1, note="CPU default: wiki-synth at scale 0.01 (436 documents, "
+                        "30,727 tokens), 1 iteration, 3 repeats")
 
-    def points(self, options: dict, backend: str) -> list[dict]:
-        chosen = {**self.defaults(backend).options, **{k: v for k, v in options.items() if v is not None}}
-        dataset = str(chosen["dataset"])
-        if dataset not in catalogue() and not Path(dataset).exists():
-            raise BenchError(f"unknown dataset {dataset!r}; known: {', '.join(catalogue())} (or a path)")
-        scale = float(chosen["scale"])
-        if not 0 < scale <= 1:
-            raise BenchError(f"--scale must be in (0, 1], got {scale}")
-        W = int(chosen["W"])
-        if W not in WARP_SIZES:
-            raise BenchError(f"--warp must be one of {', '.join(map(str, WARP_SIZES))}, got {W}")
-        if backend == "gpu" and W != 32:
-            raise BenchError(f"--warp {W}: the GPU kernels use the hardware warp, W = 32")
-        iterations = int(chosen["iterations"])
-        if iterations < 1:
-            raise BenchError(f"--iterations must be >= 1, got {iterations}")
-        updates = parse_list(chosen["update"], model.UPDATES, "update")
-        precisions = parse_list(chosen["precision"], model.PRECISIONS, "precision")
-        return [
-            {"suite": self.name, "backend": backend, "dataset": dataset, "scale": scale, "update": update,
-             "W": W, "precision": precision, "K": K, "iterations": iterations}
-            for update in updates for precision in precisions for K in parse_k(chosen["k"])
-        ]
+    def skip(self, point: dict) -> str | None:
+        if point["scale"] != 1 and not is_synthetic(point["dataset"]):
+            return f"{point['dataset']} is a real corpus: scale {point['scale']:g} applies to synthetic corpora only"
+        return gpu_warp_skip(point)
 
-    def prepare(self, point: dict) -> "Prepared":
-        corpus = _corpus(point["dataset"], point["scale"])
-        work = model.make_workload(corpus, point["K"], point["W"], point["precision"], point["update"])
+    def check(self, points: list[dict]) -> None:
+        for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
+            corpus(dataset, scale)
+
+    def prepare(self, point: dict) -> Prepared:
+        work = model.make_workload(corpus(point["dataset"], point["scale"]), point["K"], point["W"],
+                                   point["precision"], point["update"])
         if point["backend"] == "gpu":
             from impls.lda import model_gpu
 
-            # The floor of the draw: one phi row per token, against a copy measured now.
-            return Prepared(model_gpu.to_gpu(work), point["iterations"], model_gpu.iterate, copy_bandwidth_gbps())
+            return Prepared(model_gpu.to_gpu(work), point["iterations"], model_gpu.iterate)
         return Prepared(work, point["iterations"], model.iterate)
 
-    def measure(self, prepared: "Prepared", variant: str, timer) -> dict:
-        work, iterations = prepared.work, prepared.iterations
-        state = work.fresh_state()
-        with timer.run():
-            prepared.iterate(work, state, variant, iterations, timer)
-        extra = {"tokens": work.num_tokens, "tokens_per_s": work.num_tokens * iterations / timer.seconds}
-        if prepared.copy_gbps is not None:
-            phi_bytes = work.num_tokens * work.host.K * work.host.dtype().itemsize * iterations
-            draw_gbps = phi_bytes / timer.phases["draw_z"] / 1e9
-            extra.update(copy_gbps=prepared.copy_gbps, draw_z_gbps=draw_gbps,
-                         draw_z_frac=draw_gbps / prepared.copy_gbps)
-        return extra
+    def run(self, prepared: Prepared, variant: str, ctx) -> None:
+        prepared.iterate(prepared.work, prepared.work.fresh_state(), variant, prepared.iterations, ctx)
 
-    def render_figures(self, df, meta: dict, outdir) -> list:
+    def derived(self, prepared: Prepared, row: dict) -> dict:
+        work, iterations = prepared.work, prepared.iterations
+        values = {"tokens": work.num_tokens, "tokens_per_s": work.num_tokens * iterations / row["seconds"]}
+        if row["copy_gbps"]:
+            # The floor of the draw: one phi row per token, against the copy of this repeat.
+            phi_bytes = work.num_tokens * row["K"] * np.dtype(model.PRECISIONS[row["precision"]]).itemsize
+            values["draw_z_gbps"] = phi_bytes * iterations / row["draw_z_s"] / 1e9
+            values["draw_z_frac"] = values["draw_z_gbps"] / row["copy_gbps"]
+        return values
+
+    def render_figures(self, df, series, meta: dict, outdir) -> list:
         return figures.render_figures(df, meta, outdir)
 
 

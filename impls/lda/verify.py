@@ -5,6 +5,8 @@ is exact in both precisions, whatever the order of the additions, so every
 algorithm must return the identical z for the identical uniforms.  The
 chi-square test then checks the draws against the exact probabilities."""
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats
 
@@ -71,24 +73,48 @@ def draw_on_gpu(variant, doc_ptr, words, theta, phi, u, z, W):
     z[:] = z_gpu.get()
 
 
-def verify_point(K: int, W: int, precision: str, seed: int, draw=drawz_cpu.draw_z, variants=None,
-                 **problem) -> dict:
-    """Run every variant with `draw` on one fresh dyadic problem and compare its
-    z with the CPU reference (drawz_cpu alg1).  `problem` passes num_warps and
-    max_length on to dyadic_problem."""
-    variants = variants or list(drawz_cpu.VARIANTS)
+@dataclass
+class Case:
+    """A fresh dyadic problem, its exact probabilities and the CPU reference z."""
+
+    problem: tuple
+    probabilities: np.ndarray
+    reference: np.ndarray
+    W: int
+
+
+def make_case(K: int, W: int, precision: str, seed: int, **problem) -> Case:
+    """`problem` passes num_warps and max_length on to dyadic_problem."""
     rng = np.random.default_rng([seed, K, W, 0 if precision == "f32" else 1])
     doc_ptr, words, theta, phi, u = dyadic_problem(K, W, precision, rng, **problem)
-    probabilities = token_probabilities(doc_ptr, words, theta, phi)
     reference = np.empty(words.size, dtype=np.int32)
     drawz_cpu.draw_z("alg1", doc_ptr, words, theta, phi, u, reference, W)
-    draws = {}
-    for variant in variants:
-        z = np.full(words.size, -1, dtype=np.int32)  # poisoned: unwritten tokens show
-        draw(variant, doc_ptr, words, theta, phi, u, z, W)
-        draws[variant] = z
+    return Case((doc_ptr, words, theta, phi, u), token_probabilities(doc_ptr, words, theta, phi), reference, W)
+
+
+def run_variant(case: Case, variant: str, draw=drawz_cpu.draw_z) -> np.ndarray:
+    z = np.full(case.reference.size, -1, dtype=np.int32)  # poisoned: unwritten tokens show
+    draw(variant, *case.problem, z, case.W)
+    return z
+
+
+def agrees(case: Case, z: np.ndarray, alpha: float) -> tuple[bool, str]:
+    """Identical to the reference z, and draws that pass the chi-square test at alpha."""
+    differ = int(np.count_nonzero(z != case.reference))
+    p = chi_square_p(z, case.probabilities) if z.min(initial=0) >= 0 else 0.0
+    detail = f"{differ} of {z.size} z differ" if differ else f"z identical ({z.size} tokens)"
+    return differ == 0 and p >= alpha, f"{detail}; chi-square p = {p:.3g}"
+
+
+def verify_point(K: int, W: int, precision: str, seed: int, draw=drawz_cpu.draw_z, variants=None,
+                 **problem) -> dict:
+    """Every variant with `draw` on one fresh dyadic problem: mismatches against the
+    CPU reference z and chi-square p per variant."""
+    case = make_case(K, W, precision, seed, **problem)
+    draws = {variant: run_variant(case, variant, draw) for variant in variants or drawz_cpu.VARIANTS}
     return {
-        "K": K, "W": W, "precision": precision, "tokens": int(words.size),
-        "mismatches": {v: int(np.count_nonzero(z != reference)) for v, z in draws.items()},
-        "chi2_p": {v: chi_square_p(z, probabilities) if z.min(initial=0) >= 0 else 0.0 for v, z in draws.items()},
+        "K": K, "W": W, "precision": precision, "tokens": int(case.reference.size),
+        "mismatches": {v: int(np.count_nonzero(z != case.reference)) for v, z in draws.items()},
+        "chi2_p": {v: chi_square_p(z, case.probabilities) if z.min(initial=0) >= 0 else 0.0
+                   for v, z in draws.items()},
     }

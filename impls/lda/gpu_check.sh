@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The lda suites' whole check on a GPU machine, in stages, for one device call each:
+#
+#   bash impls/lda/gpu_check.sh check fig6 kernels   # tests, verify, sanitizers, Figure 6, draw-z alone
+#   bash impls/lda/gpu_check.sh fig7-f32             # Figure 7(a) with warpscan on the whole grid
+#   bash impls/lda/gpu_check.sh fig7-f64 fig8        # Figure 7(b), Figure 8
+#
+# Run from the repository root with $OUT set (the device tool's output folder). Results
+# are appended to $OUT/<gpu>/ starting from the committed results/<gpu>/ files, so a
+# stage resumes what an earlier call measured; a summary table is printed last.
+set -uo pipefail
+export PYTHONPATH=. PYTHONUNBUFFERED=1
+OUT=${OUT:?set OUT to the output folder}
+GPU=$(python3 -c "from bench import envinfo; print(envinfo.machine_slug(envinfo.collect_env([]), 'gpu'))")
+DIR=$OUT/$GPU
+mkdir -p "$DIR"
+for f in lda.csv lda.json lda-kernels.csv lda-kernels.json; do
+  [ -f "results/$GPU/$f" ] && [ ! -f "$DIR/$f" ] && cp "results/$GPU/$f" "$DIR/$f"
+done
+LOG=$DIR/gpu-check.log
+status=0
+step() { echo; echo "==== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || { echo "FAILED ($rc): $*" | tee -a "$LOG"; status=1; }; }
+SWEEP="python3 -m bench sweep lda --backend gpu --iterations 3 --out $DIR"
+
+for stage in "$@"; do
+  case $stage in
+    check)
+      step nvidia-smi
+      step python3 -m bench env
+      step python3 -m pytest -q -ra -m gpu tests
+      step python3 -m bench verify lda --backend gpu --k 1..130,480..544,1000..1030
+      # The whole GPU iteration (the new counts kernels among its kernels) under the
+      # sanitizers, on a small workload.
+      for tool in memcheck racecheck; do
+        step compute-sanitizer --tool $tool --error-exitcode 9 \
+          python3 -m bench run lda --backend gpu --dataset tiny --k 40 --iterations 2 --variant alg1,warpscan
+      done
+      ;;
+    fig6) step $SWEEP --k 16..240:32 --variant alg1,alg7 --update mfm,dirichlet --repeats 3 ;;
+    kernels) step python3 -m bench sweep lda-kernels --backend gpu --k 64,256,512,1024 --out "$DIR" ;;
+    fig7-f32) step $SWEEP --k 4..1024 --precision f32 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
+    fig7-f64) step $SWEEP --k 4..1024 --precision f64 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
+    fig8) step $SWEEP --k 480..544:1 --variant alg4,alg7 --repeats 5 ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
+
+echo; echo "==== summary" | tee -a "$LOG"
+python3 - "$DIR" <<'EOF' 2>&1 | tee -a "$LOG"
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from bench.results import latest_code, load
+
+for suite, index, columns in (("lda", ["update", "precision", "K"], "seconds"),
+                              ("lda-kernels", ["precision", "K", "storage"], "seconds")):
+    path = Path(sys.argv[1]) / f"{suite}.csv"
+    if not path.exists():
+        continue
+    df, schema, _ = load(path)
+    df = latest_code(df, schema)
+    df = df[df["code_version"] == df.sort_values("timestamp")["code_version"].iloc[-1]]
+    ks = [k for k in (64, 256, 512, 1024) if k in set(df["K"])]
+    table = df[df["K"].isin(ks)].pivot_table(index=index, columns="variant", values=columns, aggfunc="median")
+    print(f"{suite}: median seconds, newest code only ({len(df)} rows); copy "
+          f"{df['copy_gbps'].median():.0f} GB/s; SM clock {df['sm_clock_mhz_min'].min()}-"
+          f"{df['sm_clock_mhz_max'].max()} MHz; throttled points: "
+          f"{df.loc[df['throttled'].astype(str) == 'True', 'group'].nunique()}")
+    print(table.to_string(float_format=lambda x: f"{x * 1e3:.3f} ms"))
+EOF
+echo "exit status $status" | tee -a "$LOG"
+exit $status

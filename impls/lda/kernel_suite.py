@@ -1,0 +1,104 @@
+"""The `lda-kernels` suite: the draw-z step alone, on a corpus with random
+normalised theta and phi, timed per launch and reported against the floor of
+the draw (one phi row per token: T x K x bytes per value) over the copy
+bandwidth measured in the same repeat."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.specs import parse_choices, parse_floats, parse_ints
+from bench.suite import Axis, Defaults, Metric, Suite
+from impls.lda import drawz_cpu, model
+from impls.lda.suite import DRAWZ_VARIANTS, PRECISION, SOURCES, DrawzVerification, corpus, _default_scale, \
+    _parse_datasets
+from impls.lda.drawz_gpu import STORAGES
+
+
+@dataclass
+class Workload:
+    xp: object  # numpy or cupy
+    doc_ptr: object
+    words: object
+    theta: object
+    phi: object
+    u: object
+    z: object
+    storage: str
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.words.size)
+
+
+class LdaKernelSuite(DrawzVerification, Suite):
+    name = "lda-kernels"
+    description = "the draw-z step of the butterfly paper alone, per launch, against the copy-bandwidth floor"
+    axes = (
+        Axis("dataset", "wiki-synth", _parse_datasets, "catalogue name or path"),
+        Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
+             "shrink a synthetic corpus (CPU default: to about 30,000 tokens; 1 on a GPU)"),
+        PRECISION,
+        Axis("K", "256,512,1024", lambda s: parse_ints(s, "K", default_step=4), "number of topics",
+             aliases=("k",)),
+        Axis("storage", "auto", lambda s: parse_choices(s, STORAGES, "storage"),
+             "GPU store of the per-lane arrays: auto (the variant's faster), local or global", tune=True),
+    )
+    variants = DRAWZ_VARIANTS
+    reference = "alg1"
+    metrics = (
+        Metric("draw_gbps", "GB/s", better="higher", help="T x K x bytes per value / seconds"),
+        Metric("draw_frac", "", better="higher", help="draw_gbps over the copy bandwidth of the repeat"),
+    )
+    sources = SOURCES
+
+    def defaults(self, backend: str) -> Defaults:
+        if backend == "gpu":
+            # Launches of milliseconds: repeat until the mean is known to 0.5%, within 3 s a point.
+            return Defaults(repeats=10, warmup=2, max_noise=0.005, budget_s=3.0)
+        return Defaults(repeats=3, warmup=1)
+
+    def skip(self, point: dict) -> str | None:
+        if point["backend"] == "cpu" and point["storage"] != "auto":
+            return "storage chooses between GPU memories: auto only on a CPU"
+        return None
+
+    def check(self, points: list[dict]) -> None:
+        for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
+            corpus(dataset, scale)
+
+    def prepare(self, point: dict) -> Workload:
+        padded = corpus(point["dataset"], point["scale"]).padded(32)
+        dtype = model.PRECISIONS[point["precision"]]
+        rng = np.random.default_rng([0, point["K"]])
+        K, M, V = point["K"], padded.num_docs, padded.vocab_size
+        # Random, normalised weights: theta rows and phi columns (topics) sum to 1.
+        theta = rng.random((M, K), dtype=dtype) + dtype(1e-3)
+        theta /= theta.sum(axis=1, keepdims=True)
+        phi = rng.random((V, K), dtype=dtype) + dtype(1e-3)
+        phi /= phi.sum(axis=0, keepdims=True)
+        arrays = (padded.doc_ptr.astype(np.int64), padded.words.astype(np.int32), theta, phi,
+                  rng.random(padded.num_tokens, dtype=dtype), np.zeros(padded.num_tokens, np.int32))
+        if point["backend"] == "gpu":
+            import cupy as xp
+
+            arrays = tuple(xp.asarray(a) for a in arrays)
+        else:
+            xp = np
+        return Workload(xp, *arrays, storage=point["storage"])
+
+    def run(self, work: Workload, variant: str, ctx) -> None:
+        if ctx.device == "gpu":
+            from impls.lda.drawz_gpu import draw_z_gpu
+
+            draw_z_gpu(variant, work.doc_ptr, work.words, work.theta, work.phi, work.u, work.z, 32,
+                       storage=work.storage)
+        else:
+            drawz_cpu.draw_z(variant, work.doc_ptr, work.words, work.theta, work.phi, work.u, work.z, 32)
+
+    def derived(self, work: Workload, row: dict) -> dict:
+        gbps = work.num_tokens * row["K"] * work.theta.dtype.itemsize / row["seconds"] / 1e9
+        return {"draw_gbps": gbps, "draw_frac": gbps / row["copy_gbps"] if row["copy_gbps"] else None}
+
+
+SUITE = LdaKernelSuite()
