@@ -104,7 +104,7 @@ class RunContext:
 # Calibration: a fixed job timed beside every repeat, so that `bench check` can tell
 # a regression of every variant at once (or of the reference) from a slower machine.
 CPU_CALIBRATION_VALUES = 1 << 18
-GPU_CALIBRATION_BYTES = 256 << 20
+GPU_CALIBRATION_BYTES = 1 << 30
 
 
 @cache
@@ -124,7 +124,7 @@ def _gpu_calibration_buffers():
 
 def calibrate(backend: str) -> dict:
     """One timing of the fixed job: on a CPU a single-threaded sort of 2^18 doubles;
-    on a GPU a device-to-device copy of 256 MiB (its bandwidth, bytes read plus
+    on a GPU a device-to-device copy of 1 GiB (its bandwidth, bytes read plus
     written, is the floor every GPU kernel is reported against)."""
     if backend == "gpu":
         source, target = _gpu_calibration_buffers()
