@@ -138,7 +138,7 @@ def sweep(
     names = ", ".join(f"{name} ({device})" for name, device in plan.variants)
     err.print(f"{plan.suite.name}: {len(plan.points)} points x {len(plan.variants)} variants ({names}) x "
               f"{settings.repeats} repeats on {plan.backend}; {_constant(plan.points)}")
-    if not any(name in ctx.args or any(a.startswith(name) for a in axis) for name in ("--dataset", "--scale")):
+    if not axis and not [a for a in ctx.args if a.startswith("--")]:
         err.print(plan.suite.defaults(plan.backend).note)
     if dry_run:
         for line in plan.describe_skips():

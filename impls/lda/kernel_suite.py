@@ -7,12 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.specs import parse_choices, parse_floats, parse_ints
+from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Suite
 from impls.lda import drawz_cpu, model
-from impls.lda.suite import DRAWZ_VARIANTS, PRECISION, SOURCES, DrawzVerification, corpus, _default_scale, \
-    _parse_datasets
 from impls.lda.drawz_gpu import STORAGES
+from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzVerification, corpus
 
 
 @dataclass
@@ -35,9 +34,8 @@ class LdaKernelSuite(DrawzVerification, Suite):
     name = "lda-kernels"
     description = "the draw-z step of the butterfly paper alone, per launch, against the copy-bandwidth floor"
     axes = (
-        Axis("dataset", "wiki-synth", _parse_datasets, "catalogue name or path"),
-        Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
-             "shrink a synthetic corpus (CPU default: to about 30,000 tokens; 1 on a GPU)"),
+        DATASET,
+        SCALE,
         PRECISION,
         Axis("K", "256,512,1024", lambda s: parse_ints(s, "K", default_step=4), "number of topics",
              aliases=("k",)),
@@ -62,10 +60,6 @@ class LdaKernelSuite(DrawzVerification, Suite):
         if point["backend"] == "cpu" and point["storage"] != "auto":
             return "storage chooses between GPU memories: auto only on a CPU"
         return None
-
-    def check(self, points: list[dict]) -> None:
-        for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
-            corpus(dataset, scale)
 
     def prepare(self, point: dict) -> Workload:
         padded = corpus(point["dataset"], point["scale"]).padded(32)

@@ -58,6 +58,9 @@ def gpu_warp_skip(point: dict) -> str | None:
     return None
 
 
+DATASET = Axis("dataset", "wiki-synth", _parse_datasets, "catalogue name or path")
+SCALE = Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
+             "shrink a synthetic corpus (CPU default: to about 30,000 tokens, 0.01 for wiki-synth; 1 on a GPU)")
 PRECISION = Axis("precision", "f32,f64", lambda s: parse_choices(s, model.PRECISIONS, "precision"),
                  "type of theta, phi, products and partial sums")
 K_AXIS = Axis("K", "4..1024", lambda s: parse_ints(s, "K", default_step=4), "number of topics; A..B steps by 4",
@@ -83,8 +86,13 @@ def corpus(dataset: str, scale: float):
 
 
 class DrawzVerification:
-    """`bench verify`: every draw-z variant on fresh dyadic problems, z identical to
-    the CPU Algorithm 1 and a chi-square test against the exact probabilities."""
+    """What both lda suites share: their corpora are loaded (and so checked) before a
+    sweep starts; `bench verify` runs every draw-z variant on fresh dyadic problems, z
+    identical to the CPU Algorithm 1 and a chi-square test against the exact probabilities."""
+
+    def check(self, points: list[dict]) -> None:
+        for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
+            corpus(dataset, scale)
 
     verify_axes = (
         Axis("K", "1..70", lambda s: parse_ints(s, "K"), "every K of A..B", aliases=("k",)),
@@ -110,9 +118,8 @@ class LdaSuite(DrawzVerification, Suite):
     name = "lda"
     description = "dense LDA Gibbs sampler of the butterfly paper (Algorithms 1, 4, 7), whole application"
     axes = (
-        Axis("dataset", "wiki-synth", _parse_datasets, "catalogue name or path"),
-        Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
-             "shrink a synthetic corpus (CPU default: to about 30,000 tokens, 0.01 for wiki-synth; 1 on a GPU)"),
+        DATASET,
+        SCALE,
         Axis("update", "mfm", lambda s: parse_choices(s, model.UPDATES, "update"),
              "mfm (mean-for-mode) or dirichlet (sampled theta, phi)"),
         Axis("W", "32", warp_sizes, "warp size (8, 16 or 32 on a CPU; 32 on a GPU)", aliases=("warp",)),
@@ -144,10 +151,6 @@ class LdaSuite(DrawzVerification, Suite):
         if point["scale"] != 1 and not is_synthetic(point["dataset"]):
             return f"{point['dataset']} is a real corpus: scale {point['scale']:g} applies to synthetic corpora only"
         return gpu_warp_skip(point)
-
-    def check(self, points: list[dict]) -> None:
-        for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
-            corpus(dataset, scale)
 
     def prepare(self, point: dict) -> Prepared:
         work = model.make_workload(corpus(point["dataset"], point["scale"]), point["K"], point["W"],
