@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 BENCH := $(BIN)/bench
 # The CI regression check: a small CPU sweep compared with the committed baseline
 # in .ci/baseline/, as ratios over alg1 measured in the same repeat, and alg1's
-# time over the calibration (a fixed sort) measured in the same repeat, which
+# time over the calibration (fixed prefix sums) measured in the same repeat, which
 # catches a slower alg1 or everything slower at once.  On the 2-core CI machines
 # the emulated warps of alg4/alg7 run in a fast or a slow mode that is fixed for a
 # whole process (up to 1.65x apart), so both sides are measured in CI_RUNS separate

@@ -77,8 +77,8 @@ def _gpu_info() -> dict:
     return {
         "gpu_name": name.decode() if isinstance(name, bytes) else name,
         "gpu_count": count,
-        "gpu_sm_clock_mhz": _probe(lambda: runtime.deviceGetAttribute(_ATTR_SM_CLOCK_KHZ, 0) // 1000),
-        "gpu_mem_clock_mhz": _probe(lambda: runtime.deviceGetAttribute(_ATTR_MEM_CLOCK_KHZ, 0) // 1000),
+        "gpu_max_sm_clock_mhz": _probe(lambda: runtime.deviceGetAttribute(_ATTR_SM_CLOCK_KHZ, 0) // 1000),
+        "gpu_max_mem_clock_mhz": _probe(lambda: runtime.deviceGetAttribute(_ATTR_MEM_CLOCK_KHZ, 0) // 1000),
         "cuda_runtime": _probe(lambda: _cuda_version(runtime.runtimeGetVersion())),
         "cuda_driver_api": _probe(lambda: _cuda_version(runtime.driverGetVersion())),
         "driver_version": _probe(
@@ -88,7 +88,7 @@ def _gpu_info() -> dict:
 
 
 _NO_GPU = dict.fromkeys(
-    ("gpu_name", "gpu_count", "gpu_sm_clock_mhz", "gpu_mem_clock_mhz",
+    ("gpu_name", "gpu_count", "gpu_max_sm_clock_mhz", "gpu_max_mem_clock_mhz",
      "cuda_runtime", "cuda_driver_api", "driver_version")
 )
 

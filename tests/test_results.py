@@ -199,7 +199,7 @@ def test_collect_env_reads_a_gpu_through_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime)))
     env = envinfo.collect_env([])
     assert env["gpu_name"] == "NVIDIA H100 80GB HBM3" and env["gpu_count"] == 2
-    assert (env["gpu_sm_clock_mhz"], env["gpu_mem_clock_mhz"]) == (1980, 2619)
+    assert (env["gpu_max_sm_clock_mhz"], env["gpu_max_mem_clock_mhz"]) == (1980, 2619)
     assert (env["cuda_runtime"], env["cuda_driver_api"]) == ("12.8", "13.0")
     assert envinfo.machine_slug(env, "gpu") == "nvidia-h100-80gb-hbm3"
 

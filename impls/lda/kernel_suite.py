@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.specs import parse_choices, parse_ints
-from bench.suite import Axis, Defaults, Metric, Suite
+from bench.suite import Axis, Defaults, Metric, Plot, Suite
 from impls.lda import drawz_cpu, model
 from impls.lda.drawz_gpu import STORAGES
 from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzVerification, corpus
@@ -48,6 +48,8 @@ class LdaKernelSuite(DrawzVerification, Suite):
         Metric("draw_gbps", "GB/s", better="higher", help="T x K x bytes per value / seconds"),
         Metric("draw_frac", "", better="higher", help="draw_gbps over the copy bandwidth of the repeat"),
     )
+    plots = (Plot("drawz-fraction-of-copy", "Draw-z alone: effective bandwidth over the copy bandwidth", x="K",
+                  y="draw_frac", panel="precision", logx=True),)
     sources = SOURCES
 
     def defaults(self, backend: str) -> Defaults:
