@@ -6,12 +6,13 @@ Each gated metric is gated as its schema says:
   time (`seconds`), the reference's own time over the calibration measured in the
   same repeat, which catches a regression of the reference or of every variant at
   once, with a threshold of its own.
-- "tolerance": the value itself (a quality metric), worse by more than the metric's
-  relative tolerance.
+- "tolerance": the value itself (a quality metric, the median over every run), worse
+  by more than the metric's relative tolerance (no significance test: a quality
+  metric is often deterministic).
 Every run of a point measured with the latest code version counts (a run is one
 process; on a shared machine a whole process can be slowed), and a side's ratio is
-the median over the repeats of its least disturbed run. A change is a regression
-only when it is both beyond the threshold and significant (two-sided Mann-Whitney U
+the median over the repeats of its least disturbed run. A time change is a
+regression only when it is both beyond the threshold and significant (two-sided Mann-Whitney U
 on the per-repeat values of all those runs, asv's rule). Points and variants in the
 baseline that are missing from the new file are regressions too, unless allowed.
 """
@@ -57,9 +58,9 @@ def _paired(df: pd.DataFrame, keys: list[str], metric: str, reference: str) -> p
     return long.drop(columns=["group", "repeat"])
 
 
-def _least_disturbed(values: pd.DataFrame, column: str) -> float:
-    """The smallest per-run median: the run that other load slowed least."""
-    return values.groupby("run_id")[column].median().min()
+def _least_disturbed(values: pd.DataFrame) -> float:
+    """The smallest per-run median ratio: the run that other load slowed least."""
+    return values.groupby("run_id")["ratio"].median().min()
 
 
 def _verdict(change: float, p_value: float, threshold: float, alpha: float, better: str, unit: str) -> str:
@@ -97,19 +98,21 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
             raise BenchError(f"no gated metric {unknown[0]!r}; gated: {', '.join(gated)}")
         gated = {m: gated[m] for m in metrics}
     by = [*keys, "variant"]
+    group_by = [*by, "against"]
     rows = []
     for metric, role in gated.items():
         sides = {side: _prepare(df, schema, side.upper(), metric) for side, df in (("base", base), ("new", new))}
         absolute = {side: df.groupby(by, dropna=False)[metric].median() for side, df in sides.items()}
         if role["gate"] == "ratio":
+            for side, df in sides.items():
+                if reference not in set(df["variant"]):
+                    raise BenchError(f"{side.upper()} has no rows of the reference variant {reference!r}, so "
+                                     f"{metric} cannot be compared as a ratio to it")
             compared = {side: _paired(df, keys, metric, reference) for side, df in sides.items()}
-            group_by = [*by, "against"]
-            limit = {CALIBRATION: calibration_threshold}
-            value = "ratio"
         else:
+            # An empty cell is no value: the point counts as missing, not as unchanged.
             compared = {side: df.assign(against="", ratio=df[metric])[[*by, "against", "run_id", "ratio"]]
-                        for side, df in sides.items()}
-            group_by, limit, value = [*by, "against"], {}, "ratio"
+                        .dropna(subset=["ratio"]) for side, df in sides.items()}
         groups = {side: dict(iter(frame.groupby(group_by, dropna=False))) for side, frame in compared.items()}
         for key, base_values in groups["base"].items():
             point = dict(zip(group_by, key))
@@ -119,20 +122,20 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
             if new_values is None:
                 rows.append({**row, "verdict": "MISSING", "n_new": 0})
                 continue
-            base_ratio = _least_disturbed(base_values, value)
-            new_ratio = _least_disturbed(new_values, value)
+            p_value = _p(base_values["ratio"], new_values["ratio"])
             if role["gate"] == "tolerance":
                 # Quality: worse by more than the tolerance, relative to the baseline's size.
+                base_ratio, new_ratio = base_values["ratio"].median(), new_values["ratio"].median()
                 change = new_ratio / base_ratio if base_ratio else np.nan
                 step = (new_ratio - base_ratio) * (1 if role["better"] == "higher" else -1)
-                p_value = _p(base_values[value], new_values[value])
                 verdict = ("WORSE" if step < -role["tolerance"] * abs(base_ratio) else
                            "BETTER" if step > role["tolerance"] * abs(base_ratio) else "SAME")
             else:
+                base_ratio, new_ratio = _least_disturbed(base_values), _least_disturbed(new_values)
                 change = new_ratio / base_ratio
-                p_value = _p(base_values[value], new_values[value])
-                better = "lower" if point["against"] == CALIBRATION else role["better"]
-                verdict = _verdict(change, p_value, limit.get(point["against"], threshold), alpha, better,
+                calibrated = point["against"] == CALIBRATION
+                verdict = _verdict(change, p_value, calibration_threshold if calibrated else threshold, alpha,
+                                   "lower" if calibrated else role["better"],
                                    role.get("unit", ""))
             rows.append({**row, "base_ratio": base_ratio, "new_ratio": new_ratio, "change": change,
                          "p_value": p_value, "verdict": verdict, "n_new": len(new_values)})

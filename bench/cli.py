@@ -16,7 +16,7 @@ from bench.backend import resolve_backend
 from bench.corpus import CorpusError
 from bench.errors import BenchError
 from bench.specs import parse_choices
-from bench.suite import all_suites, get_suite, suite_names
+from bench.suite import DEFAULT_SUITE, all_suites, get_suite, suite_names
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results"
@@ -54,7 +54,7 @@ def main_options(version: bool = typer.Option(False, "--version", callback=_vers
 def _suite_and_axes(extra: list[str], axis: list[str]) -> tuple[str, dict[str, str]]:
     """SUITE (optional, first) and axis specs from `-a NAME=SPEC` and `--NAME SPEC`."""
     extra = list(extra)
-    name = extra.pop(0) if extra and not extra[0].startswith("-") else "lda"
+    name = extra.pop(0) if extra and not extra[0].startswith("-") else DEFAULT_SUITE
     given: dict[str, str] = {}
 
     def add(key, spec):
@@ -76,6 +76,8 @@ def _suite_and_axes(extra: list[str], axis: list[str]) -> tuple[str, dict[str, s
             if not extra or extra[0].startswith("--"):
                 raise BenchError(f"option {token} needs a value")
             spec = extra.pop(0)
+        if not spec:
+            raise BenchError(f"option {token} needs a value")
         add(key, spec)
     return name, given
 
@@ -91,6 +93,8 @@ def _plan(extra, axis, variant, backend, **kwargs):
 
 def _settings(plan, repeats, warmup, max_noise, budget, max_repeats, flush_l2, out_dir, fresh):
     defaults = plan.suite.defaults(plan.backend)
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise BenchError(f"--out {out_dir}: not a directory")
     if flush_l2 and plan.backend != "gpu":
         raise BenchError("--flush-l2 flushes the GPU's L2: it needs --backend gpu")
     repeats = defaults.repeats if repeats is None else repeats
@@ -160,6 +164,8 @@ def run(ctx: typer.Context, axis: list[str] = AxisOpt, variant: Optional[str] = 
     if len(plan.points) != 1:
         raise BenchError(f"bench run measures one point; these axes give {len(plan.points)}: give single values")
     [point] = plan.points
+    for line in plan.describe_skips():
+        err.print(line)
     plan.suite.check(plan.points)
     settings = harness.Settings(repeats=1, warmup=1, out_dir=Path("."))
     rows, _ = harness.measure_point(plan, point, settings)
@@ -236,9 +242,9 @@ def figures(
         if not (results_dir / slug / f"{name}.csv").exists():
             err.print(f"no {name} results for this machine ({slug}): running the default CPU sweep")
             plan = harness.plan(suite, {}, "cpu")
-            defaults = suite.defaults("cpu")
-            err.print(defaults.note)
-            status = harness.sweep(plan, harness.Settings(defaults.repeats, defaults.warmup, results_dir / slug))
+            err.print(suite.defaults("cpu").note)
+            settings = _settings(plan, None, None, None, None, None, False, results_dir / slug, False)
+            status = harness.sweep(plan, settings)
             if status:
                 raise typer.Exit(status)
     written = render_all(results_dir, out_dir, all_suites(), warn=lambda text: err.print(f"[yellow]{text}[/]"))
@@ -275,22 +281,19 @@ def check(
             raise BenchError(f"{name} must be > 0, got {value}")
     if not 0 < alpha < 1:
         raise BenchError(f"--alpha must be in (0, 1), got {alpha}")
-    suite_name = suite or ("lda" if new.is_dir() or baseline.is_dir() else None)
-
     def registry_schema(name):
         return results.schema_for(get_suite(name))
 
-    new_df, schema, _ = results.load(new, suite_name, registry_schema)
-    base_df, base_schema, _ = results.load(baseline, suite_name or schema["suite"], registry_schema)
+    # NEW names the suite (a file by its schema); BASE must hold the same suite's results.
+    new_df, schema, _ = results.load(new, suite or (DEFAULT_SUITE if new.is_dir() else None), registry_schema)
+    base_df, base_schema, _ = results.load(baseline, schema["suite"], registry_schema)
     for df, path in ((new_df, new), (base_df, baseline)):
         if df.empty:
             raise BenchError(f"{path}: no rows")
     result = compare(new_df, base_df, schema, threshold=threshold, calibration_threshold=calibration_threshold,
                      alpha=alpha, metrics=metric.split(",") if metric else None, base_schema=base_schema)
-    if fmt == "json":
-        out.print(render_json(result), markup=False, highlight=False)
-    elif fmt == "markdown":
-        out.print(render_markdown(result), markup=False, highlight=False)
+    if fmt in ("json", "markdown"):  # for machines: never wrapped
+        print(render_json(result) if fmt == "json" else render_markdown(result))
     else:
         out.print(render_table(result))
     out.print(summary(result, allow_missing), markup=False)
@@ -411,7 +414,7 @@ def main():
         status = app(standalone_mode=False)
     except (BenchError, CorpusError) as error:
         err.print(f"[red]error:[/] {error}")
-        sys.exit(2)
+        sys.exit(error.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted")
         sys.exit(130)

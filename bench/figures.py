@@ -6,6 +6,7 @@ backend; PNG goes through Agg) and hand them to save().
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 import pandas as pd
@@ -32,48 +33,61 @@ def render_all(results_root: Path, figures_root: Path, suites: list, warn=print)
                 continue
             try:
                 df, schema, sidecar = load(csv_path, suite.name, lambda name: schema_for(suite))
+                series_path = machine_dir / f"{suite.name}-series.csv"
+                series = read_csv(series_path) if series_path.exists() else pd.DataFrame()
             except BenchError as error:
                 warn(f"skipped: {error}")
                 continue
             if df.empty:
                 continue
             df = latest_code(df, schema)
-            series_path = machine_dir / f"{suite.name}-series.csv"
-            series = latest_code(read_csv(series_path), schema) if series_path.exists() else pd.DataFrame()
+            series = latest_code(series, schema)
             meta = {**sidecar, "schema": schema, "machine": machine_dir.name}
             outdir = Path(figures_root) / machine_dir.name
             for plot in suite.plots:
-                written += draw_plot(plot, series if plot.series else df, schema, meta, outdir)
+                written += draw_plot(plot, series if plot.series else df, meta, outdir)
             written += suite.render_figures(df, series, meta, outdir)
     return written
 
 
-def draw_plot(plot, df: pd.DataFrame, schema: dict, meta: dict, outdir: Path) -> list[Path]:
-    """A declared Plot: median of y against x, one line per `line` value, a figure per `panel` value."""
+def draw_plot(plot, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
+    """A declared Plot: y against x, one line per `line` value, one figure per `panel`
+    value and per combination of any other axis that varies (never pooled). Run
+    rows: the median over repeats, with a min-max band; series rows: one curve per
+    repeat."""
     if df.empty or plot.x not in df or plot.y not in df:
         return []
+    schema = meta["schema"]
+    split = [k for k in key_columns(schema) if k in df and k not in (plot.x, plot.line)
+             and (k == plot.panel or df[k].nunique(dropna=False) > 1)]
     written = []
-    panels = df.groupby(plot.panel, dropna=False) if plot.panel else [(None, df)]
-    for value, subset in panels:
-        value = value[0] if isinstance(value, tuple) else value
+    for values, subset in df.groupby(split, dropna=False) if split else [((), df)]:
+        setting = dict(zip(split, values))
         fig = Figure(figsize=(7, 4.5))
         ax = fig.add_subplot()
-        stats = subset.groupby([plot.line, plot.x], dropna=False)[plot.y].agg(["median", "min", "max"])
-        for name, points in stats.groupby(level=0):
-            points = points.droplevel(0)
-            ax.plot(points.index, points["median"], marker="o", markersize=3, linewidth=1, label=str(name))
-            ax.fill_between(points.index, points["min"], points["max"], alpha=0.2, linewidth=0)
+        for i, (name, lines) in enumerate(subset.groupby(plot.line, dropna=False)):
+            style = {"color": f"C{i}", "linewidth": 1}
+            if plot.series:
+                for j, (_, curve) in enumerate(lines.groupby(["run_id", "group", "repeat"])):
+                    curve = curve.sort_values(plot.x)
+                    ax.plot(curve[plot.x], curve[plot.y], label=str(name) if j == 0 else None, alpha=0.7, **style)
+                continue
+            stats = lines.groupby(plot.x)[plot.y].agg(["median", "min", "max"])
+            ax.plot(stats.index, stats["median"], marker="o", markersize=3, label=str(name), **style)
+            ax.fill_between(stats.index, stats["min"], stats["max"], color=style["color"], alpha=0.2, linewidth=0)
         unit = schema["columns"].get(plot.y, {}).get("unit", "")
         ax.set_xlabel(plot.x)
         ax.set_ylabel(f"{plot.y} ({unit})" if unit else plot.y)
         ax.set_xscale("log" if plot.logx else "linear")
         ax.set_yscale("log" if plot.logy else "linear")
-        ax.set_title(plot.title + (f" ({plot.panel}={value})" if plot.panel else ""), fontsize=10)
+        named = ", ".join(f"{k}={v}" for k, v in setting.items())
+        ax.set_title(plot.title + (f" ({named})" if named else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        stem = plot.stem + (f"-{plot.panel}-{value}" if plot.panel else "")
-        written += save(fig, outdir, stem, caption(meta, subset) +
-                        "\nLines: median over repeats; bands: fastest to slowest repeat.")
+        stem = "-".join([plot.stem, *(f"{k}-{v}" for k, v in setting.items())])
+        note = ("Lines: one per repeat." if plot.series else
+                "Lines: median over repeats; bands: fastest to slowest repeat.")
+        written += save(fig, outdir, re.sub(r"[^A-Za-z0-9.-]+", "-", stem), caption(meta, subset) + "\n" + note)
     return written
 
 

@@ -99,6 +99,8 @@ def plan(suite: Suite, given: dict[str, str], backend: str, variant_names: list[
     """Every point and variant of a sweep (or of `bench verify`, over the suite's
     verify_axes), checked before anything is measured. first_only: axes not given
     take the first value of their default (`bench run` measures one point)."""
+    if verification and not suite.verify_axes:
+        raise BenchError(f"suite {suite.name} has no verification")
     axes = suite.verify_axes if verification else suite.axes
     skip = suite.verify_skip if verification else suite.skip
     specs = resolve_specs(suite, given, backend, axes)
@@ -182,7 +184,7 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
             for name, device in plan.variants:
                 if settings.flush_l2 and device == "gpu":
                     flush_l2()
-                ctx = RunContext(device, calibration)
+                ctx = RunContext(device)
                 with ctx.timed():
                     values = suite.run(workload, name, ctx) or {}
                 common = {**point, "variant": name, "device": device, "repeat": repeat}
@@ -227,6 +229,8 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
     columns, series_cols = results.row_columns(schema), results.series_columns(schema)
     results.check_header(csv_path, columns)
     results.check_header(series_path, series_cols)
+    if not suite.sources:
+        raise RuntimeError(f"suite {suite.name} declares no sources: its code version would miss its own code")
     code = envinfo.code_version(suite.sources)
     env = envinfo.collect_env(argv or sys.argv)
     machine = envinfo.machine_slug(env, plan.backend)

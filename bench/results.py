@@ -27,7 +27,6 @@ from bench.errors import BenchError
 # Columns the harness writes on every row, after the suite's axes and metrics.
 IDENTITY = ("suite", "backend")
 VARIANT_COLUMNS = ("variant", "device")
-CALIBRATION = ("calibration_s", "copy_gbps")
 HYGIENE = ("cv", "sm_clock_mhz_min", "sm_clock_mhz_median", "sm_clock_mhz_max", "throttled", "throttle_reasons",
            "load_1m")
 BOOKKEEPING = ("repeat", "warmup", "group", "run_id", "code_version", "timestamp", "machine")

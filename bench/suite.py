@@ -22,7 +22,7 @@ from bench.errors import BenchError
 # name -> module holding a SUITE object. BENCH_SUITES="name=module,..." adds more
 # (plugins, and the tests' fake suite).
 REGISTRY = {"lda": "impls.lda.suite", "lda-kernels": "impls.lda.kernel_suite"}
-DEVICES = ("cpu", "gpu")
+DEFAULT_SUITE = "lda"  # the paper user's `bench sweep --k 4..1024`
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,14 @@ class Variant:
     needs: tuple[str, ...] = ()  # importable packages it needs
 
     def missing(self) -> list[str]:
-        return [name for name in self.needs if importlib.util.find_spec(name) is None]
+        return [name for name in self.needs if not _importable(name)]
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a dotted name whose parent package is missing
+        return False
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ class Suite:
     metrics: tuple[Metric, ...] = ()  # besides seconds and the phases, which every suite has
     phases: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()
-    sources: tuple[str, ...] = ()  # paths under the repository, hashed into code_version
+    sources: tuple[str, ...] = ()  # paths under the repository, hashed into code_version (required)
     default_variants: tuple[str, ...] = ()  # () = all
     verify_axes: tuple[Axis, ...] = ()
 
@@ -188,7 +195,10 @@ def get_suite(name: str) -> Suite:
     registry = _registry()
     if name not in registry:
         raise BenchError(f"unknown suite {name!r}; known: {', '.join(registry)}")
-    return importlib.import_module(registry[name]).SUITE
+    try:
+        return importlib.import_module(registry[name]).SUITE
+    except (ImportError, AttributeError) as error:
+        raise BenchError(f"suite {name}: cannot load {registry[name]}.SUITE ({error})") from None
 
 
 def all_suites() -> list[Suite]:

@@ -53,12 +53,10 @@ class RunContext:
 
     The harness opens ctx.timed() around the run; `seconds` is the whole run less
     its untimed spans, `phases` the seconds per phase, `series` the recorded values
-    with the timed seconds so far (`wall_s`). `calibration` is the calibration of
-    the repeat this run belongs to (e.g. copy_gbps on a GPU)."""
+    with the timed seconds so far (`wall_s`)."""
 
-    def __init__(self, device: str, calibration: dict | None = None):
+    def __init__(self, device: str):
         self.device = device
-        self.calibration = calibration or {}
         self.seconds = 0.0
         self.phases: dict[str, float] = defaultdict(float)
         self.series: list[dict] = []

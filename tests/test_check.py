@@ -120,6 +120,22 @@ def test_quality_gated_by_tolerance_and_direction():
     assert set(better["verdict"]) == {"BETTER"} and exit_code(better) == 0
 
 
+def test_an_empty_quality_value_is_missing_not_same():
+    base = results(BASE_FACTORS, seed=1, quality=-100.0)
+    new = results(BASE_FACTORS, seed=2, quality=float("nan"))
+    result = compare(new, base, SCHEMA)
+    quality = result[result["metric"] == "final_objective"]
+    assert set(quality["verdict"]) == {"MISSING"} and exit_code(result) == 1
+
+
+@pytest.mark.parametrize("side", ["new", "base"])
+def test_a_file_without_the_reference_is_bad_input(side):
+    files = {"new": results(BASE_FACTORS, seed=2), "base": results(BASE_FACTORS, seed=1)}
+    files[side] = files[side][files[side]["variant"] != "alg1"]
+    with pytest.raises(BenchError, match=f"{side.upper()} has no rows of the reference variant 'alg1'"):
+        compare(files["new"], files["base"], SCHEMA)
+
+
 def test_higher_is_better_ratio_metric_regresses_downwards():
     schema = json.loads(json.dumps(SCHEMA))
     schema["columns"]["tokens_per_s"] = {"role": "metric", "unit": "tokens/s", "better": "higher", "per": "run",

@@ -50,6 +50,9 @@ def assert_one_line_error(result, *fragments, code=2):
     (["check", "missing.csv", "--baseline", "missing.csv"], ["no such result file: missing.csv"]),
     (["check", "x.csv", "--baseline", "y.csv", "--format", "xml"], ["unknown format 'xml'"]),
     (["figures", "--results", "no-such-dir"], ["no-such-dir: not a directory"]),
+    (["sweep", "fake", "--n="], ["option --n= needs a value"]),
+    (["sweep", "fake", "--out", "README.md"], ["--out README.md: not a directory"]),
+    (["verify", "fake"], ["suite fake has no verification"]),
 ])
 def test_usage_errors_are_one_line(args, fragments):
     assert_one_line_error(bench(*args), *fragments)
@@ -139,7 +142,9 @@ def test_fake_suite_sweep_resume_check_and_figures(tmp_path):
     figures = bench("figures", "--results", tmp_path / "results", "--out", tmp_path / "figs")
     assert figures.returncode == 0, figures.stderr
     written = {Path(line).name for line in figures.stdout.split()}
-    assert {"fake-time-vs-n-method-vector.png", "fake-time-vs-n-method-loop.png", "fake-convergence.png"} <= written
+    assert {"fake-time-vs-n-method-vector.png", "fake-time-vs-n-method-loop.png"} <= written
+    # One convergence figure per point (never pooled over n or method).
+    assert {"fake-convergence-n-64-method-vector.png", "fake-convergence-n-128-method-loop.png"} <= written
 
 
 def test_bad_results_files_are_one_line_errors(tmp_path):

@@ -11,7 +11,7 @@ from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite
 from impls.lda import drawz_cpu, model
 from impls.lda.drawz_gpu import STORAGES
-from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzVerification, corpus
+from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzSuite, corpus
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Workload:
         return int(self.words.size)
 
 
-class LdaKernelSuite(DrawzVerification, Suite):
+class LdaKernelSuite(DrawzSuite, Suite):
     name = "lda-kernels"
     description = "the draw-z step of the butterfly paper alone, per launch, against the copy-bandwidth floor"
     axes = (

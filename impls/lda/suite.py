@@ -85,8 +85,8 @@ def corpus(dataset: str, scale: float):
         raise BenchError(str(error)) from error
 
 
-class DrawzVerification:
-    """What both lda suites share: their corpora are loaded (and so checked) before a
+class DrawzSuite:
+    """What both lda suites (lda, lda-kernels) share: their corpora are loaded (and so checked) before a
     sweep starts; `bench verify` runs every draw-z variant on fresh dyadic problems, z
     identical to the CPU Algorithm 1 and a chi-square test against the exact probabilities."""
 
@@ -114,7 +114,7 @@ class DrawzVerification:
         return verify.agrees(case, got, alpha)
 
 
-class LdaSuite(DrawzVerification, Suite):
+class LdaSuite(DrawzSuite, Suite):
     name = "lda"
     description = "dense LDA Gibbs sampler of the butterfly paper (Algorithms 1, 4, 7), whole application"
     axes = (
