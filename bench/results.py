@@ -105,13 +105,17 @@ def read_header(csv_path: Path) -> list[str] | None:
         os.close(fd)
 
 
-def check_header(csv_path: Path, columns: list[str]) -> None:
-    """BenchError when an existing file was written with other columns."""
-    header = read_header(csv_path)
+def _require_header(csv_path: Path, header: list[str] | None, columns: list[str]) -> None:
+    """BenchError when a file's header (None: no file yet) holds other columns."""
     if header is not None and set(header) != set(columns):
         missing, extra = sorted(set(columns) - set(header)), sorted(set(header) - set(columns))
-        raise BenchError(f"{csv_path}: its columns differ from this suite's (missing {missing[:6]}, "
-                         f"unexpected {extra[:6]}): write elsewhere with --out")
+        raise BenchError(f"{csv_path}: its columns differ from the rows' (not in the file {missing[:6]}, "
+                         f"not in the rows {extra[:6]}): write elsewhere with --out")
+
+
+def check_header(csv_path: Path, columns: list[str]) -> None:
+    """BenchError when an existing file was written with other columns."""
+    _require_header(csv_path, read_header(csv_path), columns)
 
 
 def _cut_torn_tail(fd: int, path: Path) -> None:
@@ -148,10 +152,7 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
         fcntl.flock(fd, fcntl.LOCK_EX)  # header check and write form one step
         _cut_torn_tail(fd, csv_path)
         header = _read_header(fd)
-        if header is not None and set(header) != set(columns):
-            missing, extra = sorted(set(header) - set(columns)), sorted(set(columns) - set(header))
-            raise BenchError(f"{csv_path}: columns differ from the file's header: "
-                             f"missing from rows {missing}, not in header {extra}")
+        _require_header(csv_path, header, columns)
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=header or columns, lineterminator="\n", extrasaction="ignore")
         if header is None:
