@@ -98,10 +98,15 @@ def run_variant(case: Case, variant: str, draw=drawz_cpu.draw_z) -> np.ndarray:
     return z
 
 
+def _chi_square_p(case: Case, z: np.ndarray) -> float:
+    """chi_square_p of a variant's z; 0 when a token was left unwritten."""
+    return chi_square_p(z, case.probabilities) if z.min(initial=0) >= 0 else 0.0
+
+
 def agrees(case: Case, z: np.ndarray, alpha: float) -> tuple[bool, str]:
     """Identical to the reference z, and draws that pass the chi-square test at alpha."""
     differ = int(np.count_nonzero(z != case.reference))
-    p = chi_square_p(z, case.probabilities) if z.min(initial=0) >= 0 else 0.0
+    p = _chi_square_p(case, z)
     detail = f"{differ} of {z.size} z differ" if differ else f"z identical ({z.size} tokens)"
     return differ == 0 and p >= alpha, f"{detail}; chi-square p = {p:.3g}"
 
@@ -115,6 +120,5 @@ def verify_point(K: int, W: int, precision: str, seed: int, draw=drawz_cpu.draw_
     return {
         "K": K, "W": W, "precision": precision, "tokens": int(case.reference.size),
         "mismatches": {v: int(np.count_nonzero(z != case.reference)) for v, z in draws.items()},
-        "chi2_p": {v: chi_square_p(z, case.probabilities) if z.min(initial=0) >= 0 else 0.0
-                   for v, z in draws.items()},
+        "chi2_p": {v: _chi_square_p(case, z) for v, z in draws.items()},
     }
