@@ -33,18 +33,22 @@ _THREADS_PER_DOCUMENT = {"warpscan": W}  # a warp per document; the others a thr
 
 
 @cache
-def module():
-    """The compiled kernels (compiled once per process; CuPy also caches on disk)."""
+def _module(source: Path, options: tuple[str, ...]):
     import cupy
 
-    return cupy.RawModule(code=KERNEL_SOURCE.read_text(),
-                          options=("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}"))
+    return cupy.RawModule(code=source.read_text(), options=options)
 
 
 @cache
+def raw_kernel(source: Path, name: str, options: tuple[str, ...] = ("-std=c++17",)):
+    """A kernel (cupy RawKernel) of a .cu file, compiled once per process (CuPy also
+    caches on disk)."""
+    return _module(source, options).get_function(name)
+
+
 def kernel(name: str):
-    """One kernel of the module (a cupy RawKernel), by name."""
-    return module().get_function(name)
+    """One draw-z kernel, by name."""
+    return raw_kernel(KERNEL_SOURCE, name, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}"))
 
 
 def kernel_name(variant: str, precision: str, storage: str) -> str:

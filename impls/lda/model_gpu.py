@@ -6,13 +6,12 @@ backends run the same application from the same state.  CuPy is imported
 inside the functions: importing this module needs no GPU."""
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from impls.lda import model
-from impls.lda.drawz_gpu import draw_z_gpu
+from impls.lda.drawz_gpu import draw_z_gpu, raw_kernel
 
 COUNTS_SOURCE = Path(__file__).parent / "kernels" / "counts.cu"
 COUNTS_BLOCK = 256  # threads per block (whole warps: topic_counts aggregates per warp); not tuned
@@ -55,22 +54,9 @@ def to_gpu(work: model.LdaWorkload) -> GpuWorkload:
                        cupy.asarray(lengths), cupy.asarray(work.theta0), cupy.asarray(work.phi0))
 
 
-@cache
-def _counts_module():
-    """kernels/counts.cu, compiled once per process (CuPy also caches on disk)."""
-    import cupy
-
-    return cupy.RawModule(code=COUNTS_SOURCE.read_text(), options=("-std=c++17",))
-
-
-@cache
-def _counts_kernel(name: str):
-    return _counts_module().get_function(name)
-
-
 def _launch(name, threads, args):
     if threads:
-        _counts_kernel(name)((-(-threads // COUNTS_BLOCK),), (COUNTS_BLOCK,), args)
+        raw_kernel(COUNTS_SOURCE, name)((-(-threads // COUNTS_BLOCK),), (COUNTS_BLOCK,), args)
 
 
 def topic_counts(doc_of_token, words, z, ndk, nwk, nk):
