@@ -50,6 +50,23 @@ def render_all(results_root: Path, figures_root: Path, suites: list, warn=print)
     return written
 
 
+def per_setting(df: pd.DataFrame, keys, always=()):
+    """(setting, rows) for each combination of the keys that vary in df (and of the
+    keys in `always`), so that no figure pools them; ({}, df) when none vary."""
+    split = [k for k in keys if k in df and (k in always or df[k].nunique(dropna=False) > 1)]
+    if not split:
+        yield {}, df
+        return
+    for values, subset in df.groupby(split, dropna=False):
+        yield dict(zip(split, values)), subset
+
+
+def setting_stem(stem: str, setting: dict) -> str:
+    """A file stem naming a setting: fig7a-time-vs-k-f32-dataset-kos."""
+    suffix = "-".join(f"{k}-{v}" for k, v in setting.items())
+    return f"{stem}-{re.sub(r'[^A-Za-z0-9.]+', '-', suffix)}" if setting else stem
+
+
 def draw_plot(plot, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     """A declared Plot: y against x, one line per `line` value, one figure per `panel`
     value and per combination of any other axis that varies (never pooled). Run
@@ -58,11 +75,9 @@ def draw_plot(plot, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     if df.empty or plot.x not in df or plot.y not in df:
         return []
     schema = meta["schema"]
-    split = [k for k in key_columns(schema) if k in df and k not in (plot.x, plot.line)
-             and (k == plot.panel or df[k].nunique(dropna=False) > 1)]
+    keys = [k for k in key_columns(schema) if k not in (plot.x, plot.line)]
     written = []
-    for values, subset in df.groupby(split, dropna=False) if split else [((), df)]:
-        setting = dict(zip(split, values))
+    for setting, subset in per_setting(df, keys, always=(plot.panel,)):
         fig = Figure(figsize=(7, 4.5))
         ax = fig.add_subplot()
         for i, (name, lines) in enumerate(subset.groupby(plot.line, dropna=False)):
@@ -84,10 +99,9 @@ def draw_plot(plot, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
         ax.set_title(plot.title + (f" ({named})" if named else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        stem = "-".join([plot.stem, *(f"{k}-{v}" for k, v in setting.items())])
         note = ("Lines: one per repeat." if plot.series else
                 "Lines: median over repeats; bands: fastest to slowest repeat.")
-        written += save(fig, outdir, re.sub(r"[^A-Za-z0-9.-]+", "-", stem), caption(meta, subset) + "\n" + note)
+        written += save(fig, outdir, setting_stem(plot.stem, setting), caption(meta, subset) + "\n" + note)
     return written
 
 

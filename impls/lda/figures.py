@@ -18,7 +18,6 @@ over the last period of K mod 32, 993 <= K <= 1024.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Hashable, Iterable, Mapping
 from functools import partial, reduce
 from pathlib import Path
@@ -27,7 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator
 
-from bench.figures import caption, save
+from bench.figures import caption, per_setting, save, setting_stem
 
 LABELS = {
     "alg1": "Algorithm 1 (baseline)",
@@ -152,15 +151,11 @@ def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, 
     if df.empty:
         return []
     shown = (*DRAWN_KEYS, *drawn)
-    split = [k for k in _point_keys(df) if k not in shown and df[k].nunique(dropna=False) > 1]
-    if not split:
-        return draw(df, meta, outdir, stem, title)
     written = []
-    for values, subset in df.groupby(split, dropna=False):
-        setting = dict(zip(split, values))
-        suffix = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(f"{k}-{v}" for k, v in setting.items()))
+    for setting, subset in per_setting(df, [k for k in _point_keys(df) if k not in shown]):
         subtitle = ", ".join(f"{k}={v}" for k, v in setting.items())
-        written += draw(subset, meta, outdir, f"{stem}-{suffix}", f"{title}\n({subtitle})")
+        written += draw(subset, meta, outdir, setting_stem(stem, setting),
+                        f"{title}\n({subtitle})" if setting else title)
     return written
 
 
