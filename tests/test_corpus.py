@@ -237,24 +237,16 @@ def test_ldac_accepts_the_largest_int32_word_id_and_leading_zeros(tmp_path):
     assert docs_of(corpus) == [[3, 3], [2**31 - 2]]
 
 
-def test_ldac_word_id_beyond_int32_with_vocabulary(tmp_path):
+@pytest.mark.parametrize("text, word", [("1 0:1\n1 3000000000:1\n", 3000000000),  # beyond int32 too
+                                        ("1 0:1\n2 1:1 2:1\n", 2)])
+def test_ldac_word_id_beyond_vocabulary(tmp_path, text, word):
     path = tmp_path / "bad.ldac"
-    path.write_text("1 0:1\n1 3000000000:1\n")
+    path.write_text(text)
     vocab = tmp_path / "bad.tokens"
     vocab.write_text("a\nb\n")
     with pytest.raises(CorpusError) as excinfo:
         read_ldac(path, vocab)
-    assert_one_line_error(excinfo, path.name, 2, "word id 3000000000 out of range 0..1")
-
-
-def test_ldac_word_id_beyond_vocabulary(tmp_path):
-    path = tmp_path / "bad.ldac"
-    path.write_text("1 0:1\n2 1:1 2:1\n")
-    vocab = tmp_path / "bad.tokens"
-    vocab.write_text("a\nb\n")
-    with pytest.raises(CorpusError) as excinfo:
-        read_ldac(path, vocab)
-    assert_one_line_error(excinfo, path.name, 2, "word id 2 out of range 0..1")
+    assert_one_line_error(excinfo, path.name, 2, f"word id {word} out of range 0..1")
 
 
 # ---------------------------------------------------------------- writing
