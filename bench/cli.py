@@ -149,7 +149,7 @@ def sweep(
             err.print(line)
         for point in plan.points:
             out.print(harness.describe(point))
-        out.print(f"{len(plan.points)} points, {len(plan.points) * len(plan.variants)} (point, variant) pairs; "
+        out.print(f"{len(plan.points)} points, {plan.pairs()} (point, variant) pairs; "
                   "nothing measured (--dry-run)")
         return
     raise typer.Exit(harness.sweep(plan, settings))
@@ -203,7 +203,7 @@ def verify(
     for line in plan.describe_skips():
         err.print(line)
     seed = int(np.random.SeedSequence().entropy % 2**32) if seed is None else seed
-    checks = len(plan.points) * len(plan.variants)
+    checks = plan.pairs()
     alpha = 1e-3 / checks  # Bonferroni: the whole run fails by chance with probability < 0.1%
     table = Table(title=f"bench verify {suite.name} on {plan.backend} (seed {seed}; statistical checks pass at "
                         f"p >= {alpha:.1e})")
@@ -213,13 +213,13 @@ def verify(
     failures = 0
     for point in plan.points:
         case = suite.verify_case(point, seed)
-        for variant_name, device in plan.variants:
+        for variant_name, device in plan.variants_at(point):
             ok, detail = suite.agrees(case, suite.output(case, variant_name, device), alpha)
             failures += not ok
             table.add_row(*(str(point[a]) for a in axes), variant_name, device,
                           "[green]pass[/]" if ok else "[red]FAIL[/]", detail)
     out.print(table)
-    out.print(f"{checks - failures} of {checks} checks pass ({len(plan.points)} points x {len(plan.variants)} "
+    out.print(f"{checks - failures} of {checks} checks pass ({len(plan.points)} points, {len(plan.variants)} "
               "variants)" + (f"; {failures} FAIL" if failures else ""))
     raise typer.Exit(1 if failures else 0)
 

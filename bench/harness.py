@@ -62,9 +62,21 @@ class Plan:
     variants: list[tuple[str, str]]  # (variant, device)
     skipped_points: list[tuple[dict, str]] = field(default_factory=list)
     skipped_variants: dict[str, str] = field(default_factory=dict)
+    skipped_at: list[tuple[dict, str, str]] = field(default_factory=list)  # (point, variant, why)
+
+    def variants_at(self, point: dict) -> list[tuple[str, str]]:
+        """The variants measured at a point: those the suite does not skip there."""
+        return [(name, device) for name, device in self.variants if not self.suite.skip_variant(point, name)]
+
+    def pairs(self) -> int:
+        return sum(len(self.variants_at(point)) for point in self.points)
 
     def describe_skips(self) -> list[str]:
         lines = [f"variant {name} skipped: {why}" for name, why in self.skipped_variants.items()]
+        at: dict[tuple[str, str], int] = {}
+        for _, name, why in self.skipped_at:
+            at[name, why] = at.get((name, why), 0) + 1
+        lines += [f"variant {name} skipped at {n} point(s): {why}" for (name, why), n in at.items()]
         reasons: dict[str, int] = {}
         for _, why in self.skipped_points:
             reasons[why] = reasons.get(why, 0) + 1
@@ -127,10 +139,14 @@ def plan(suite: Suite, given: dict[str, str], backend: str, variant_names: list[
             skipped_variants[name] = f"needs {', '.join(missing)} (not installed)"
         else:
             chosen.append((name, device))
-    result = Plan(suite, backend, points, chosen, skipped, skipped_variants)
+    skipped_at = [(point, name, why) for point in points for name, _ in chosen
+                  if (why := suite.skip_variant(point, name))]
+    kept = [point for point in points if any(not suite.skip_variant(point, name) for name, _ in chosen)]
+    skipped += [(point, "every variant is skipped there") for point in points if point not in kept]
+    result = Plan(suite, backend, kept, chosen, skipped, skipped_variants, skipped_at)
     if not chosen:
         raise BenchError("no variant can run: " + "; ".join(result.describe_skips()))
-    if not points:
+    if not kept:
         raise BenchError("every combination is invalid: " + "; ".join(result.describe_skips()))
     return result
 
@@ -166,8 +182,9 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
     """(rows, series rows) of one point: every variant, interleaved, repeat by repeat."""
     suite, backend = plan.suite, plan.backend
     repeats = settings.repeats if repeats is None else repeats
+    variants = plan.variants_at(point)
     workload = suite.prepare(point)
-    for name, device in plan.variants:
+    for name, device in variants:
         for _ in range(settings.warmup):
             with RunContext(device).timed() as ctx:
                 suite.run(workload, name, ctx)
@@ -175,13 +192,13 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
     if settings.flush_l2:
         from bench.gpu_monitor import flush_l2
     rows, series = [], []
-    seconds: dict[str, list[float]] = {name: [] for name, _ in plan.variants}
+    seconds: dict[str, list[float]] = {name: [] for name, _ in variants}
     monitor = _gpu_monitor(backend)
     started = time.monotonic()
     with monitor or nullcontext():
         for repeat in itertools.count(first_repeat):
             calibration = calibrate(backend)
-            for name, device in plan.variants:
+            for name, device in variants:
                 if settings.flush_l2 and device == "gpu":
                     flush_l2()
                 ctx = RunContext(device)
@@ -237,9 +254,9 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
 
     suite.check(plan.points)
-    names = [name for name, _ in plan.variants]
     index = {} if settings.fresh else results.measured_repeats(csv_path, schema, code, settings.warmup)
-    todo = [(point, results.repeats_done(index, point, names)) for point in plan.points]
+    todo = [(point, results.repeats_done(index, point, [name for name, _ in plan.variants_at(point)]))
+            for point in plan.points]
     todo = [(point, done) for point, done in todo if done < settings.repeats]
     if len(todo) < len(plan.points):
         console.print(f"resuming: {len(plan.points) - len(todo)} of {len(plan.points)} points already have "

@@ -133,6 +133,11 @@ class Suite:
         """Why a combination of axis values is invalid, or None."""
         return None
 
+    def skip_variant(self, point: dict, variant: str) -> str | None:
+        """Why one variant is not measured at a point (a CPU peer at a size it would
+        take minutes for), or None."""
+        return None
+
     def prepare(self, point: dict):
         """The workload of a point, on its backend's device (untimed)."""
         raise NotImplementedError

@@ -202,3 +202,23 @@ def test_untimed_work_is_left_out_and_the_stopping_rule_repeats_until_quiet(tmp_
 def test_bad_settings(tmp_path, kw, message):
     with pytest.raises(BenchError, match=message):
         settings(tmp_path, **kw)
+
+
+class SkipsTwiceAtLargeN(fake_suite.FakeSuite):
+    def skip_variant(self, point, variant):
+        return "twice is too slow beyond n = 64" if variant == "twice" and point["n"] > 64 else None
+
+
+def test_a_variant_skipped_at_some_points_is_neither_measured_nor_counted_there(tmp_path):
+    suite = SkipsTwiceAtLargeN()
+    plan = harness.plan(suite, {"n": "64,128", "method": "vector"}, "cpu")
+    assert [len(plan.variants_at(p)) for p in plan.points] == [2, 1] and plan.pairs() == 3
+    assert "variant twice skipped at 1 point(s): twice is too slow beyond n = 64" in plan.describe_skips()
+    assert harness.sweep(plan, settings(tmp_path)) == 0
+    df = pd.read_csv(tmp_path / "fake.csv")
+    assert sorted(df.groupby(["n", "variant"]).size().items()) == [((64, "plain"), 2), ((64, "twice"), 2),
+                                                                   ((128, "plain"), 2)]
+    assert harness.sweep(plan, settings(tmp_path)) == 0  # resumes: nothing is missing
+    assert len(pd.read_csv(tmp_path / "fake.csv")) == 6
+    with pytest.raises(BenchError, match="every combination is invalid: .*every variant is skipped"):
+        harness.plan(suite, {"n": "128", "method": "vector"}, "cpu", ["twice"])
