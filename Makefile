@@ -31,7 +31,7 @@ test: setup
 	$(BIN)/python -m pytest -ra
 
 figures: setup
-	$(BENCH) figures --ensure lda
+	$(BENCH) figures --ensure lda,sumrv
 
 sweep: setup
 	$(BENCH) sweep

@@ -210,18 +210,27 @@ def verify(
     axes = [a.name for a in suite.verify_axes]
     for column in (*axes, "variant", "device", "result", "detail"):
         table.add_column(column)
-    failures = 0
+    failures, counts = 0, {}
     for point in plan.points:
         case = suite.verify_case(point, seed)
         for variant_name, device in plan.variants_at(point):
             ok, detail = suite.agrees(case, suite.output(case, variant_name, device), alpha)
             failures += not ok
-            table.add_row(*(str(point[a]) for a in axes), variant_name, device,
-                          "[green]pass[/]" if ok else "[red]FAIL[/]", detail)
-    out.print(table)
+            passed, total = counts.get(variant_name, (0, 0))
+            counts[variant_name] = (passed + ok, total + 1)
+            if checks <= VERIFY_ROWS or not ok:  # a long run lists its failures only
+                table.add_row(*(str(point[a]) for a in axes), variant_name, device,
+                              "[green]pass[/]" if ok else "[red]FAIL[/]", detail)
+    if table.row_count:
+        out.print(table)
     out.print(f"{checks - failures} of {checks} checks pass ({len(plan.points)} points, {len(plan.variants)} "
               "variants)" + (f"; {failures} FAIL" if failures else ""))
+    if checks > VERIFY_ROWS:
+        out.print("; ".join(f"{name}: {passed} of {total} pass" for name, (passed, total) in counts.items()))
     raise typer.Exit(1 if failures else 0)
+
+
+VERIFY_ROWS = 300  # beyond this many checks bench verify lists only the failures
 
 
 @app.command()

@@ -20,7 +20,8 @@ def _parts(spec) -> list[str]:
     return parts
 
 
-def parse_ints(spec, what: str = "value", default_step: int = 1, minimum: int = 1) -> list[int]:
+def parse_ints(spec, what: str = "value", default_step: int = 1, minimum: int = 1,
+               maximum: int | None = None) -> list[int]:
     """The integers of a spec, in order, without duplicates."""
     values: list[int] = []
     for part in _parts(spec):
@@ -49,6 +50,8 @@ def parse_ints(spec, what: str = "value", default_step: int = 1, minimum: int = 
                              f"(e.g. 4..1024, 480..544:1, 16..4096:*2, 16,48)")
     if any(v < minimum for v in values):
         raise BenchError(f"bad {what} spec {spec!r}: {what} must be >= {minimum}")
+    if maximum is not None and any(v > maximum for v in values):
+        raise BenchError(f"bad {what} spec {spec!r}: {what} must be <= {maximum}")
     return list(dict.fromkeys(values))
 
 

@@ -9,11 +9,11 @@ CPU twin's z.
 CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 
+from impls.cuda import raw_kernel
 from impls.lda.drawz_cpu import VARIANTS
 
 KERNEL_SOURCE = Path(__file__).parent / "kernels" / "drawz.cu"
@@ -30,20 +30,6 @@ _KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7":
 _PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2, "warpscan": 0}  # per-lane arrays: p (and theta_local)
 _THREADS_PER_DOCUMENT = {"warpscan": W}  # a warp per document; the others a thread
-
-
-@cache
-def _module(source: Path, options: tuple[str, ...]):
-    import cupy
-
-    return cupy.RawModule(code=source.read_text(), options=options)
-
-
-@cache
-def raw_kernel(source: Path, name: str, options: tuple[str, ...] = ("-std=c++17",)):
-    """A kernel (cupy RawKernel) of a .cu file, compiled once per process (CuPy also
-    caches on disk)."""
-    return _module(source, options).get_function(name)
 
 
 def kernel(name: str):

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from impls.lda import model
-from impls.lda.drawz_gpu import draw_z_gpu, raw_kernel
+from impls.cuda import raw_kernel
+from impls.lda.drawz_gpu import draw_z_gpu
 
 COUNTS_SOURCE = Path(__file__).parent / "kernels" / "counts.cu"
 COUNTS_BLOCK = 256  # threads per block (whole warps: topic_counts aggregates per warp); not tuned

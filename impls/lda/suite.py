@@ -15,7 +15,7 @@ from bench.suite import Axis, Defaults, Metric, Suite, Variant
 from impls.lda import drawz_cpu, figures, model, verify
 
 WARP_SIZES = (8, 16, 32)
-SOURCES = ("impls/lda",)
+SOURCES = ("impls/lda", "impls/cuda.py")
 
 
 def _parse_datasets(spec) -> list[str]:

@@ -1,0 +1,110 @@
+"""The sumrv figures: time against n at m = n (every variant), the speed-up of ours
+(strip) over every other variant, and ours' fraction of the peak over (m, n); and the
+summary table of the README."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from bench.figures import caption, per_setting, save, setting_stem
+from bench.results import key_columns
+
+OURS = "strip"
+
+
+def _settings(df: pd.DataFrame, meta: dict, drop=("m", "n")):
+    keys = [k for k in key_columns(meta["schema"]) if k not in drop and k in df]
+    return per_setting(df, keys, always=("batch", "precision", "space"))
+
+
+def _title(text: str, setting: dict) -> str:
+    return text + " (" + ", ".join(f"{k}={v}" for k, v in setting.items()) + ")"
+
+
+def speedups(df: pd.DataFrame, over: str = OURS) -> pd.DataFrame:
+    """Per point and variant, the median over repeats of variant time / `over`'s time,
+    each ratio taken within one measured repeat (columns: the point's keys, variant, speedup)."""
+    keys = ["group", "repeat"]
+    ours = df[df["variant"] == over][[*keys, "seconds"]].rename(columns={"seconds": "ours"})
+    pairs = df[df["variant"] != over].merge(ours, on=keys)
+    pairs["speedup"] = pairs["seconds"] / pairs["ours"]
+    point = [c for c in df.columns if c in ("m", "n", "batch", "precision", "space", "backend")]
+    return pairs.groupby([*point, "variant"], dropna=False)["speedup"].median().reset_index()
+
+
+def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
+    written = []
+    square = df[df["m"] == df["n"]]
+    for setting, subset in _settings(square, meta):
+        if subset["n"].nunique() < 2:
+            continue
+        fig = Figure(figsize=(7, 4.5))
+        ax = fig.add_subplot()
+        for i, (variant, rows) in enumerate(subset.groupby("variant")):
+            stats = rows.groupby("n")["seconds"].agg(["median", "min", "max"])
+            style = {"color": f"C{i}", "linewidth": 1.5 if variant == OURS else 1}
+            ax.plot(stats.index, stats["median"], marker="o", markersize=3, label=variant, **style)
+            ax.fill_between(stats.index, stats["min"], stats["max"], color=style["color"], alpha=0.2, linewidth=0)
+        ax.set(xscale="log", yscale="log", xlabel="m = n", ylabel="seconds per batch")
+        ax.set_title(_title("Distribution of x + y: time per batch", setting), fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+        written += save(fig, outdir, setting_stem("sumrv-time-vs-n", setting),
+                        caption(meta, subset) + "\nLines: median over repeats; bands: fastest to slowest repeat.")
+
+    if OURS in set(square["variant"]):
+        ratios = speedups(square)
+        for setting, subset in _settings(ratios, meta):
+            if subset["n"].nunique() < 2:
+                continue
+            fig = Figure(figsize=(7, 4.5))
+            ax = fig.add_subplot()
+            for i, (variant, rows) in enumerate(subset.groupby("variant")):
+                rows = rows.sort_values("n")
+                ax.plot(rows["n"], rows["speedup"], marker="o", markersize=3, label=f"over {variant}", color=f"C{i}")
+            ax.axhline(1, color="0.5", linewidth=0.8)
+            ax.set(xscale="log", yscale="log", xlabel="m = n", ylabel=f"time of the variant / time of {OURS}")
+            ax.set_title(_title(f"Speed-up of {OURS} over each variant", setting), fontsize=10)
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=8)
+            rows_used = square.merge(subset[[c for c in subset.columns if c in square.columns and c != "variant"]]
+                                     .drop_duplicates())
+            written += save(fig, outdir, setting_stem("sumrv-speedup", setting),
+                            caption(meta, rows_used) + "\nEach point: the median over repeats of the ratio of "
+                            "the two times measured in the same repeat; above 1, ours is faster.")
+
+    ours = df[(df["variant"] == OURS) & df["peak_frac"].notna()] if "peak_frac" in df else df.iloc[:0]
+    for setting, subset in _settings(ours, meta):
+        if len(subset[["m", "n"]].drop_duplicates()) <= subset["m"].nunique():
+            continue  # m = n only: the time and speed-up figures show it
+        grid = subset.groupby(["m", "n"])["peak_frac"].median().unstack("n")
+        fig = Figure(figsize=(6, 5))
+        ax = fig.add_subplot()
+        image = ax.imshow(grid.values, origin="lower", cmap="viridis", vmin=0, vmax=max(1.0, np.nanmax(grid.values)))
+        ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+        for (row, col), value in np.ndenumerate(grid.values):
+            if np.isfinite(value):
+                ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if value < 0.5 else "black")
+        ax.set(xlabel="n", ylabel="m")
+        limit = "exp throughput" if setting.get("space") == "log" else "FMA peak"
+        ax.set_title(_title(f"{OURS}: fraction of the {limit}", setting), fontsize=10)
+        fig.colorbar(image, ax=ax, shrink=0.8)
+        written += save(fig, outdir, setting_stem("sumrv-peak-fraction", setting),
+                        caption(meta, subset) + f"\nCells: median over repeats of achieved over the {limit} of "
+                        "the precision, measured by a peak kernel in the same process.")
+    return written
+
+
+def summary(df: pd.DataFrame, sizes=(32, 256, 1024, 4096)) -> pd.DataFrame:
+    """At m = n in `sizes`: each variant's median time (us), GFLOP/s and fraction of the peak."""
+    rows = df[(df["m"] == df["n"]) & df["n"].isin(sizes)]
+    keys = [c for c in ("space", "precision", "batch", "n", "variant") if c in rows]
+    table = rows.groupby(keys, dropna=False).agg(us=("seconds", "median"), gflops=("gflops", "median"),
+                                                 peak_frac=("peak_frac", "median"),
+                                                 max_rel_error=("max_rel_error", "max"))
+    table["us"] *= 1e6
+    return table.reset_index()

@@ -1,0 +1,228 @@
+"""The GPU variants of the sumrv suite: the kernels of kernels/sumrv.cu and the peer
+libraries a user would call instead (cupy.convolve, cuFFT through cupy.fft, cuDNN
+through torch), all on CuPy arrays p [batch, m] and q [batch, n] of one float dtype,
+returning r [batch, m + n - 1]. In log space inputs and outputs are log-probabilities.
+
+CuPy (and torch) are imported inside the functions: importing this module needs no GPU.
+"""
+
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from impls.cuda import raw_kernel
+from impls.sumrv.cpu import via_linear
+
+KERNEL_SOURCE = Path(__file__).parent / "kernels" / "sumrv.cu"
+PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+BLOCK = 256  # threads per block of the one-thread-per-output kernels
+TILE = 32  # skewdiag: a 32 x 32 tile per block of 32 x 32 threads
+# Strip configurations (threads, outputs per thread, chunk of p staged), smallest first:
+# the first whose strip covers m + n - 1 outputs, else the last. f64 and log space keep
+# 8 outputs per thread (16 spill registers there).
+STRIPS = {("f32", "lin"): ((32, 4, 64), (64, 8, 128), (128, 16, 256)),
+          ("f32", "log"): ((32, 4, 64), (64, 8, 128), (128, 8, 256)),
+          ("f64", "lin"): ((32, 4, 64), (64, 8, 128), (128, 8, 256)),
+          ("f64", "log"): ((32, 4, 64), (64, 8, 128), (128, 8, 256))}
+ITEMS_PER_SM = 8  # split the j range until a launch has this many blocks per SM ...
+MIN_SPLIT = 64  # ... or its splits are this short
+
+
+def kernel(name: str):
+    return raw_kernel(KERNEL_SOURCE, name)
+
+
+@cache
+def multiprocessors() -> int:
+    import cupy
+
+    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
+def _grid(work_items: int, per_block: int = 1) -> int:
+    """Blocks of a grid-stride launch: enough to fill the GPU, no more than needed."""
+    return max(1, min(-(-work_items // per_block), multiprocessors() * 32))
+
+
+def _suffix(p, log: bool) -> str:
+    return f"{PRECISION[p.dtype]}_{'log' if log else 'lin'}"
+
+
+def _layout(a) -> tuple:
+    """(array, leading stride, element stride) in elements: strided views need no copy."""
+    return a, np.int64(a.strides[0] // a.itemsize), np.int64(a.strides[1] // a.itemsize)
+
+
+def _args(p, q, r) -> tuple:
+    return (*_layout(p), *_layout(q), *_layout(r))
+
+
+def _output(p, q):
+    import cupy
+
+    return cupy.empty((p.shape[0], p.shape[1] + q.shape[1] - 1), dtype=p.dtype)
+
+
+def _sizes(p, q) -> tuple:
+    return np.int32(p.shape[1]), np.int32(q.shape[1]), np.int64(p.shape[0])
+
+
+def naive(p, q, log: bool):
+    r = _output(p, q)
+    kernel(f"sumrv_naive_{_suffix(p, log)}")((_grid(r.size, BLOCK),), (BLOCK,), (*_args(p, q, r), *_sizes(p, q)))
+    return r
+
+
+def _tiles(p, q) -> int:
+    return p.shape[0] * -(-p.shape[1] // TILE) * -(-q.shape[1] // TILE)
+
+
+def skewdiag(p, q, log: bool):
+    """The post's kernel, fixed: r set to the identity (the post's cudaMemset), then one
+    atomic add (log: a compare-and-swap log-add) per diagonal of each tile."""
+    r = _output(p, q)
+    r.fill(-np.inf if log else 0)
+    kernel(f"sumrv_skewdiag_{_suffix(p, log)}")((_grid(_tiles(p, q)),), (TILE, TILE), (*_args(p, q, r),
+                                                                                       *_sizes(p, q)))
+    return r
+
+
+def skewdiag_det(p, q, log: bool):
+    """The same tiles, each writing its 63 diagonals; a second kernel sums them in a fixed order."""
+    import cupy
+
+    r = _output(p, q)
+    partial = cupy.empty(_tiles(p, q) * (2 * TILE - 1), dtype=p.dtype)
+    kernel(f"sumrv_skewdiag_det_{_suffix(p, log)}")((_grid(_tiles(p, q)),), (TILE, TILE),
+                                                     (*_args(p, q, r), partial, *_sizes(p, q)))
+    kernel(f"sumrv_skewdiag_combine_{_suffix(p, log)}")((_grid(r.size, BLOCK),), (BLOCK,),
+                                                         (partial, *_layout(r), *_sizes(p, q)))
+    return r
+
+
+def strip_config(m: int, n: int, batch: int, precision: str, space: str) -> tuple[int, int, int, int, int]:
+    """(threads, outputs per thread, chunk, splits, split length) of the strip kernel."""
+    outputs = m + n - 1
+    configs = STRIPS[precision, space]
+    threads, per_thread, chunk = next((c for c in configs if c[0] * c[1] >= outputs), configs[-1])
+    items = batch * -(-outputs // (threads * per_thread))
+    wanted = -(-ITEMS_PER_SM * multiprocessors() // items)
+    splits = max(1, min(wanted, -(-m // MIN_SPLIT)))
+    split_len = -(-m // splits)
+    return threads, per_thread, chunk, -(-m // split_len), split_len
+
+
+def strip(p, q, log: bool):
+    """Ours: a strip of outputs per block, register tiles, no atomics (deterministic)."""
+    import cupy
+
+    r = _output(p, q)
+    (batch, m), n = p.shape, q.shape[1]
+    threads, per_thread, chunk, splits, split_len = strip_config(m, n, batch, PRECISION[p.dtype],
+                                                                 "log" if log else "lin")
+    strips = -(-(m + n - 1) // (threads * per_thread))
+    partial = cupy.empty(splits * r.size, dtype=p.dtype) if splits > 1 else r
+    kernel(f"sumrv_strip_{threads}x{per_thread}x{chunk}_{_suffix(p, log)}")(
+        (_grid(batch * strips * splits),), (threads,),
+        (*_args(p, q, r), partial, *_sizes(p, q), np.int32(splits), np.int32(split_len)))
+    if splits > 1:
+        kernel(f"sumrv_split_combine_{_suffix(p, log)}")((_grid(r.size, BLOCK),), (BLOCK,),
+                                                          (partial, *_layout(r), *_sizes(p, q), np.int32(splits)))
+    return r
+
+
+# Peers: linear-space libraries, in log space through cpu.via_linear's per-vector max shift.
+def cupy_convolve(p, q, log: bool):
+    import cupy
+
+    def per_pair(p, q):
+        return cupy.stack([cupy.convolve(p[b], q[b]) for b in range(p.shape[0])])
+
+    return via_linear(cupy, per_pair, p, q, log)
+
+
+def fft(p, q, log: bool):
+    import cupy
+    import cupyx.scipy.fft
+
+    def batched(p, q):
+        outputs = p.shape[1] + q.shape[1] - 1
+        size = cupyx.scipy.fft.next_fast_len(outputs, real=True)
+        spectrum = cupy.fft.rfft(p, size, axis=1) * cupy.fft.rfft(q, size, axis=1)
+        return cupy.fft.irfft(spectrum, size, axis=1)[:, :outputs]
+
+    return via_linear(cupy, batched, p, q, log)
+
+
+def torch_conv1d(p, q, log: bool):
+    """cuDNN: a grouped conv1d, one group per pair (conv1d correlates: p is flipped)."""
+    import cupy
+    import torch
+
+    torch.backends.cudnn.allow_tf32 = False  # f32 means f32 here, as in every other variant
+
+    def grouped(p, q):
+        batch, m = p.shape
+        signal = torch.nn.functional.pad(torch.from_dlpack(q), (m - 1, m - 1)).unsqueeze(0)
+        weight = torch.from_dlpack(p).flip(1).unsqueeze(1)
+        return cupy.from_dlpack(torch.nn.functional.conv1d(signal, weight, groups=batch)[0])
+
+    return via_linear(cupy, grouped, p, q, log)
+
+
+VARIANTS = {"naive": naive, "skewdiag": skewdiag, "skewdiag-det": skewdiag_det, "strip": strip,
+            "cupy-convolve": cupy_convolve, "fft": fft, "torch-conv1d": torch_conv1d}
+
+
+def convolve(variant: str, p, q, log: bool):
+    return VARIANTS[variant](p, q, log)
+
+
+# The physical limits, measured by kernels that do nothing else: multiply-adds
+# (2 flops each) and the log kernels' exp-and-add per term, with 8 independent chains
+# per thread on every SM. The best of a few launches timed with CUDA events.
+PEAK_THREADS, PEAK_ITERATIONS, PEAK_CHAINS, PEAK_TRIES = 256, 1 << 14, 8, 5
+
+
+@cache
+def peaks(precision: str) -> dict:
+    """{"fma_gflops": ..., "exp_gterms": ...} of this GPU in this precision."""
+    import cupy
+
+    dtype = np.float32 if precision == "f32" else np.float64
+    blocks = multiprocessors() * 8
+    out = cupy.empty(blocks * PEAK_THREADS, dtype=dtype)
+    rates = {}
+    for name, args, per_iteration in (("fma", (dtype(0.999), dtype(1e-3)), 2), ("exp", (dtype(0), dtype(1e-4)), 1)):
+        launch = kernel(f"peak_{name}_{precision}")
+        best = np.inf
+        for _ in range(PEAK_TRIES + 1):  # the first launch is a warm-up
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            launch((blocks,), (PEAK_THREADS,), (out, np.int32(PEAK_ITERATIONS), *args))
+            stop.record()
+            stop.synchronize()
+            best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+        operations = blocks * PEAK_THREADS * PEAK_ITERATIONS * PEAK_CHAINS * per_iteration
+        rates[name] = operations / best / 1e9
+    return {"fma_gflops": rates["fma"], "exp_gterms": rates["exp"]}
+
+
+def kernel_names() -> list[str]:
+    names = []
+    for (precision, space), configs in STRIPS.items():
+        names += [f"sumrv_{k}_{precision}_{space}" for k in
+                  ("naive", "skewdiag", "skewdiag_det", "skewdiag_combine", "split_combine")]
+        names += [f"sumrv_strip_{t}x{r}x{c}_{precision}_{space}" for t, r, c in configs]
+    return names + [f"peak_{name}_{precision}" for name in ("fma", "exp") for precision in ("f32", "f64")]
+
+
+def kernel_resources() -> list[dict]:
+    """Registers, local memory (spills) and shared memory of every kernel, as compiled here."""
+    rows = []
+    for name in kernel_names():
+        attributes = kernel(name).attributes
+        rows.append({"kernel": name, "registers": attributes["num_regs"],
+                     "local_bytes": attributes["local_size_bytes"], "shared_bytes": attributes["shared_size_bytes"]})
+    return rows

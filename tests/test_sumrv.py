@@ -1,0 +1,115 @@
+"""The sumrv suite on a CPU: the numba twins of the skew-diagonal kernel against numpy,
+exactly on dyadic inputs for every m, n in 1..70; the log-space references on inputs
+that underflow in linear space; the error bounds; the suite on the harness."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench import harness
+from impls.sumrv import cpu
+from impls.sumrv.suite import SUITE, make_inputs, normwise_errors, relative_errors, tolerance
+
+SIZES = range(1, 71)
+
+
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_twins_equal_numpy_exactly_on_dyadic_inputs_for_every_m_n_up_to_70(precision):
+    wrong = []
+    for m in SIZES:
+        for n in SIZES:
+            p, q = make_inputs(2, m, n, precision, "dyadic", [m, n])
+            expected = cpu.reference(p, q, log=False)
+            for deterministic in (False, True):
+                got = cpu.skewdiag(p, q, False, deterministic)
+                if got.dtype != p.dtype or not np.array_equal(got, expected):
+                    wrong.append((m, n, deterministic))
+    assert not wrong, f"{len(wrong)} (m, n, deterministic) differ from numpy, first {wrong[:5]}"
+
+
+def test_dyadic_inputs_stay_exact_up_to_two_to_the_fourteen_in_float32():
+    """The claim the GPU exactness checks rest on: the largest output at m = n = 2^14
+    is below 2^24 units of the last place."""
+    p, q = make_inputs(1, 1 << 14, 1 << 14, "f32", "dyadic", 0)
+    assert (15 / 16) * (15 / 8) * (1 << 14) * 128 < 1 << 24
+    assert np.array_equal(np.convolve(p[0].astype(np.float64), q[0]).astype(np.float32).astype(np.float64),
+                          np.convolve(p[0].astype(np.float64), q[0]))
+
+
+def test_the_post_s_four_by_four_example_is_the_skewed_layout():
+    """Warp i, lane j reads x = (i - j) mod 32, y = j: lanes 0..i on diagonal i, the rest on i + 32."""
+    for i in range(32):
+        sums = [((i - j) % 32) + j for j in range(32)]
+        assert sums == [i] * (i + 1) + [i + 32] * (31 - i)
+
+
+def test_twins_in_log_space_match_the_float64_reference_on_tiny_probabilities():
+    for precision in ("f32", "f64"):
+        for m, n in ((1, 1), (5, 70), (33, 64), (70, 3)):
+            a, b = make_inputs(3, m, n, precision, "tiny", [m, n])
+            assert np.all(a[np.isfinite(a)] < -745)  # below float64's smallest subnormal, 4.9e-324
+            expected = cpu.reference(a, b, log=True)
+            assert np.all(np.exp(expected[np.isfinite(expected)].astype(np.float64)) == 0)
+            bound = tolerance(precision, m, n, expected, True, True)
+            for deterministic in (False, True):
+                got = cpu.skewdiag(a, b, True, deterministic)
+                with np.errstate(invalid="ignore"):  # -inf - -inf, set to 0 below
+                    error = np.abs(got.astype(np.float64) - expected)
+                error[(got == -np.inf) & (expected == -np.inf)] = 0
+                assert np.all(error <= bound), (precision, m, n, deterministic, np.nanmax(error))
+
+
+def test_log_reference_is_the_log_of_the_linear_one_where_both_exist():
+    p, q = make_inputs(4, 20, 9, "f64", "random", 1)
+    assert np.allclose(cpu.reference(np.log(p), np.log(q), True), np.log(cpu.reference(p, q, False)), rtol=0,
+                       atol=1e-13)
+
+
+def test_log_reference_of_known_values():
+    """log(0.5 e^-800 * 0.25 e^-800 + ...) by hand: p = (1/2, 1/2) e^-800, q = (1/4, 3/4) e^-800."""
+    a = np.log(np.array([[0.5, 0.5]])) - 800
+    b = np.log(np.array([[0.25, 0.75]])) - 800
+    expected = np.log([0.125, 0.5, 0.375]) - 1600
+    assert np.allclose(cpu.reference(a, b, True)[0], expected, rtol=0, atol=1e-12)
+    zero = np.array([[-np.inf]])
+    assert np.all(cpu.reference(zero, b, True) == -np.inf)
+
+
+def test_the_numpy_peer_underflows_in_log_space_where_the_twins_do_not():
+    """A user's per-vector max shift loses terms far below the maximum: the reason for log space."""
+    a = np.array([[0.0, -800.0]])
+    b = np.array([[0.0]])
+    assert cpu.numpy_convolve(a, b, True)[0, 1] == -np.inf
+    assert cpu.skewdiag(a, b, True, True)[0, 1] == -800.0
+    assert relative_errors(cpu.numpy_convolve(a, b, True), cpu.reference(a, b, True), True).max() == 1.0
+    assert normwise_errors(cpu.numpy_convolve(a, b, True), cpu.reference(a, b, True), True).max() == 0.0
+
+
+def test_errors_flag_wrong_answers():
+    reference = np.array([[1.0, 2.0, 4.0]])
+    assert relative_errors(reference * (1 + 1e-3), reference, False).max() == pytest.approx(1e-3)
+    assert relative_errors(np.array([[1.0, np.nan, 4.0]]), reference, False).max() == np.inf
+    assert tolerance("f32", 10, 10, reference, False, True) < 1e-6
+
+
+def test_suite_sweeps_on_a_cpu_and_skips_large_twins_with_a_reason(tmp_path):
+    plan = harness.plan(SUITE, {"m": "33,4096", "n": "1000", "batch": "2", "precision": "f32", "space": "lin,log"},
+                        "cpu")
+    assert any("numba twins emulate every lane" in line for line in plan.describe_skips())
+    assert harness.sweep(plan, harness.Settings(repeats=2, warmup=1, out_dir=tmp_path)) == 0
+    df = pd.read_csv(tmp_path / "sumrv.csv")
+    assert set(df["variant"]) == {"numpy", "skewdiag", "skewdiag-det"}
+    assert set(df.loc[df["m"] == 4096, "variant"]) == {"numpy"}
+    assert (df["gflops"] > 0).all() and df["peak_frac"].isna().all()  # no FMA peak on a CPU
+    assert (df.loc[(df["space"] == "lin"), "max_rel_error"] < 1e-4).all()
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"m": "0"}, "m must be >= 1"), ({"n": "20000"}, "n must be <= 16384"),
+    ({"batch": "70000"}, "batch must be <= 65536"), ({"space": "ln"}, "unknown space 'ln'"),
+])
+def test_bad_axes_are_refused(given, message):
+    from bench.errors import BenchError
+
+    with pytest.raises(BenchError, match=message):
+        harness.plan(SUITE, given, "cpu")

@@ -1,0 +1,83 @@
+"""The sumrv GPU kernels (needs CuPy and a GPU): exact on dyadic inputs, skewdiag-det
+bit for bit its CPU twin on random inputs, every kernel within its stated bound in
+both spaces, strided views, the split-j path, and the peak kernels' rates."""
+
+import numpy as np
+import pytest
+
+from impls.sumrv import cpu, gpu
+from impls.sumrv.suite import KERNELS, make_inputs, tolerance
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(1, 1, 1), (3, 1, 70), (2, 33, 65), (5, 64, 64), (1, 1000, 3), (2, 4096, 1000), (1, 16384, 16384)]
+
+
+@pytest.fixture(scope="module")
+def cupy():
+    import cupy
+
+    return cupy
+
+
+@pytest.mark.parametrize("batch, m, n", SHAPES)
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_kernels_equal_numpy_on_dyadic_inputs(cupy, batch, m, n, precision):
+    p, q = make_inputs(batch, m, n, precision, "dyadic", [m, n, 7])
+    expected = cpu.reference(p, q, False)
+    for variant in KERNELS:
+        got = gpu.convolve(variant, cupy.asarray(p), cupy.asarray(q), False).get()
+        assert got.dtype == p.dtype and np.array_equal(got, expected), variant
+
+
+@pytest.mark.parametrize("batch, m, n", SHAPES[:5])
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_skewdiag_det_is_its_twin_bit_for_bit_on_random_inputs(cupy, batch, m, n, precision):
+    p, q = make_inputs(batch, m, n, precision, "random", [m, n, 8])
+    got = gpu.convolve("skewdiag-det", cupy.asarray(p), cupy.asarray(q), False).get()
+    assert np.array_equal(got, cpu.skewdiag(p, q, False, True))
+    again = gpu.convolve("skewdiag-det", cupy.asarray(p), cupy.asarray(q), False).get()
+    assert np.array_equal(got, again)
+
+
+@pytest.mark.parametrize("batch, m, n", SHAPES[:6])
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+@pytest.mark.parametrize("kind", ["random", "tiny"])
+def test_log_space_kernels_within_their_bound(cupy, batch, m, n, precision, kind):
+    a, b = make_inputs(batch, m, n, precision, kind, [m, n, 9])
+    if kind == "random":
+        a, b = np.log(a), np.log(b)
+    expected = cpu.reference(a, b, True)
+    bound = tolerance(precision, m, n, expected, True, True)
+    for variant in KERNELS:
+        got = gpu.convolve(variant, cupy.asarray(a), cupy.asarray(b), True).get().astype(np.float64)
+        with np.errstate(invalid="ignore"):  # -inf - -inf, set to 0 below
+            error = np.abs(got - expected)
+        error[(got == -np.inf) & (expected == -np.inf)] = 0
+        assert np.all(np.nan_to_num(error, nan=np.inf) <= bound), (variant, np.nanmax(error))
+
+
+def test_strided_views_need_no_copy(cupy):
+    p, q = make_inputs(4, 100, 300, "f64", "dyadic", 3)
+    big_p, big_q = cupy.zeros((8, 200)), cupy.zeros((4, 900))
+    big_p[::2, ::2] = cupy.asarray(p)
+    big_q[:, ::3] = cupy.asarray(q)
+    for variant in KERNELS:
+        got = gpu.convolve(variant, big_p[::2, ::2], big_q[:, ::3], False).get()
+        assert np.array_equal(got, cpu.reference(p, q, False)), variant
+
+
+def test_strip_splits_j_when_a_batch_cannot_fill_the_gpu():
+    *_, splits, split_len = gpu.strip_config(16384, 16384, 1, "f32", "lin")
+    assert splits > 1 and splits * split_len >= 16384
+    assert gpu.strip_config(256, 256, 4096, "f32", "lin")[3] == 1
+
+
+def test_peaks_are_plausible_and_every_kernel_builds_without_spills():
+    for precision in ("f32", "f64"):
+        rates = gpu.peaks(precision)
+        assert 1e3 < rates["fma_gflops"] < 1e6 and 10 < rates["exp_gterms"] < 1e5
+    assert gpu.peaks("f32")["fma_gflops"] > gpu.peaks("f64")["fma_gflops"]
+    resources = gpu.kernel_resources()
+    assert len(resources) == len(gpu.kernel_names())
+    assert not [r["kernel"] for r in resources if r["local_bytes"]], "a kernel spills"
