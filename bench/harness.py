@@ -139,10 +139,14 @@ def plan(suite: Suite, given: dict[str, str], backend: str, variant_names: list[
             skipped_variants[name] = f"needs {', '.join(missing)} (not installed)"
         else:
             chosen.append((name, device))
-    skipped_at = [(point, name, why) for point in points for name, _ in chosen
-                  if (why := suite.skip_variant(point, name))]
-    kept = [point for point in points if any(not suite.skip_variant(point, name) for name, _ in chosen)]
-    skipped += [(point, "every variant is skipped there") for point in points if point not in kept]
+    skipped_at, kept = [], []
+    for point in points:
+        at_point = [(point, name, why) for name, _ in chosen if (why := suite.skip_variant(point, name))]
+        skipped_at += at_point
+        if len(at_point) < len(chosen):
+            kept.append(point)
+        else:
+            skipped.append((point, "every variant is skipped there"))
     result = Plan(suite, backend, kept, chosen, skipped, skipped_variants, skipped_at)
     if not chosen:
         raise BenchError("no variant can run: " + "; ".join(result.describe_skips()))
