@@ -8,18 +8,7 @@
 # Run from the repository root with $OUT set (the device tool's output folder). Results
 # are appended to $OUT/<gpu>/ starting from the committed results/<gpu>/ files, so a
 # stage resumes what an earlier call measured; a summary table is printed last.
-set -uo pipefail
-export PYTHONPATH=. PYTHONUNBUFFERED=1
-OUT=${OUT:?set OUT to the output folder}
-GPU=$(python3 -c "from bench import envinfo; print(envinfo.machine_slug(envinfo.collect_env([]), 'gpu'))")
-DIR=$OUT/$GPU
-mkdir -p "$DIR"
-for f in lda.csv lda.json lda-kernels.csv lda-kernels.json; do
-  [ -f "results/$GPU/$f" ] && [ ! -f "$DIR/$f" ] && cp "results/$GPU/$f" "$DIR/$f"
-done
-LOG=$DIR/gpu-check.log
-status=0
-step() { echo; echo "==== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || { echo "FAILED ($rc): $*" | tee -a "$LOG"; status=1; }; }
+source impls/gpu_check_setup.sh gpu-check.log lda.csv lda.json lda-kernels.csv lda-kernels.json
 SWEEP="python3 -m bench sweep lda --backend gpu --iterations 3 --out $DIR"
 
 for stage in "$@"; do

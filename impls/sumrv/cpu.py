@@ -17,10 +17,6 @@ W = 32
 DIAGONALS = 2 * W - 1
 
 
-def identity(log: bool) -> float:
-    return -np.inf if log else 0.0
-
-
 # ---------------------------------------------------------------------------
 # References, float64: numpy.convolve in linear space; in log space the exact
 # per-output max-shifted log-sum-exp (no term underflows: the largest is exp(0)).

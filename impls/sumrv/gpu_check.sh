@@ -7,18 +7,7 @@
 # Run from the repository root with $OUT set (the device tool's output folder). Results
 # are appended to $OUT/<gpu>/ starting from the committed results/<gpu>/ files; a summary
 # table is printed last.
-set -uo pipefail
-export PYTHONPATH=. PYTHONUNBUFFERED=1
-OUT=${OUT:?set OUT to the output folder}
-GPU=$(python3 -c "from bench import envinfo; print(envinfo.machine_slug(envinfo.collect_env([]), 'gpu'))")
-DIR=$OUT/$GPU
-mkdir -p "$DIR"
-for f in sumrv.csv sumrv.json; do
-  [ -f "results/$GPU/$f" ] && [ ! -f "$DIR/$f" ] && cp "results/$GPU/$f" "$DIR/$f"
-done
-LOG=$DIR/sumrv-gpu-check.log
-status=0
-step() { echo; echo "==== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || { echo "FAILED ($rc): $*" | tee -a "$LOG"; status=1; }; }
+source impls/gpu_check_setup.sh sumrv-gpu-check.log sumrv.csv sumrv.json
 VERIFY="python3 -m bench verify sumrv --backend gpu"
 SWEEP="python3 -m bench sweep sumrv --backend gpu --out $DIR"
 KERNELS=naive,skewdiag,skewdiag-det,strip
