@@ -18,13 +18,14 @@ KERNEL_SOURCE = Path(__file__).parent / "kernels" / "sumrv.cu"
 PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 BLOCK = 256  # threads per block of the one-thread-per-output kernels
 TILE = 32  # skewdiag: a 32 x 32 tile per block of 32 x 32 threads
-# Strip configurations (threads, outputs per thread, chunk of p staged), smallest first:
-# the first whose strip covers m + n - 1 outputs, else the last. f64 and log space keep
-# 8 outputs per thread (16 spill registers there).
-STRIPS = {("f32", "lin"): ((32, 4, 64), (64, 8, 128), (128, 16, 256)),
-          ("f32", "log"): ((32, 4, 64), (64, 8, 128), (128, 8, 256)),
-          ("f64", "lin"): ((32, 4, 64), (64, 8, 128), (128, 8, 256)),
-          ("f64", "log"): ((32, 4, 64), (64, 8, 128), (128, 8, 256))}
+# Strip configurations (threads, outputs per slot, chunk of p staged, lane groups per
+# warp), smallest first: the first whose strip (threads / groups x outputs per slot)
+# covers m + n - 1 outputs, else the last. f64 and log space keep 8 outputs per slot
+# (16 spill registers there).
+STRIPS = {("f32", "lin"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 16, 512, 4)),
+          ("f32", "log"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 8, 512, 4)),
+          ("f64", "lin"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 8, 512, 4)),
+          ("f64", "log"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 8, 512, 4))}
 ITEMS_PER_SM = 8  # split the j range until a launch has this many blocks per SM ...
 MIN_SPLIT = 64  # ... or its splits are this short
 
@@ -101,31 +102,34 @@ def skewdiag_det(p, q, log: bool):
     return r
 
 
-def strip_config(m: int, n: int, batch: int, precision: str, space: str) -> tuple[int, int, int, int, int]:
-    """(threads, outputs per thread, chunk, splits, split length) of the strip kernel."""
+def strip_config(m: int, n: int, batch: int, precision: str, space: str) -> tuple[int, ...]:
+    """(threads, outputs per slot, chunk, lane groups, splits, split length) of the strip kernel."""
     outputs = m + n - 1
     configs = STRIPS[precision, space]
-    threads, per_thread, chunk = next((c for c in configs if c[0] * c[1] >= outputs), configs[-1])
-    items = batch * -(-outputs // (threads * per_thread))
+    threads, per_slot, chunk, groups = next((c for c in configs if c[0] // c[3] * c[1] >= outputs), configs[-1])
+    items = batch * -(-outputs // (threads // groups * per_slot))
     wanted = -(-ITEMS_PER_SM * multiprocessors() // items)
     splits = max(1, min(wanted, -(-m // MIN_SPLIT)))
     split_len = -(-m // splits)
-    return threads, per_thread, chunk, -(-m // split_len), split_len
+    return threads, per_slot, chunk, groups, -(-m // split_len), split_len
 
 
 def strip(p, q, log: bool):
     """Ours: a strip of outputs per block, register tiles, no atomics (deterministic)."""
     import cupy
 
+    # The kernel reads rows with unit stride: a strided view is copied (the other kernels take strides).
+    p, q = (a if a.strides[1] == a.itemsize else cupy.ascontiguousarray(a) for a in (p, q))
     r = _output(p, q)
     (batch, m), n = p.shape, q.shape[1]
-    threads, per_thread, chunk, splits, split_len = strip_config(m, n, batch, PRECISION[p.dtype],
-                                                                 "log" if log else "lin")
-    strips = -(-(m + n - 1) // (threads * per_thread))
+    threads, per_slot, chunk, groups, splits, split_len = strip_config(m, n, batch, PRECISION[p.dtype],
+                                                                       "log" if log else "lin")
+    strips = -(-(m + n - 1) // (threads // groups * per_slot))
     partial = cupy.empty(splits * r.size, dtype=p.dtype) if splits > 1 else r
-    kernel(f"sumrv_strip_{threads}x{per_thread}x{chunk}_{_suffix(p, log)}")(
+    kernel(f"sumrv_strip_{threads}x{per_slot}x{chunk}x{groups}_{_suffix(p, log)}")(
         (_grid(batch * strips * splits),), (threads,),
-        (*_args(p, q, r), partial, *_sizes(p, q), np.int32(splits), np.int32(split_len)))
+        (p, _layout(p)[1], q, _layout(q)[1], r, _layout(r)[1], partial, *_sizes(p, q), np.int32(splits),
+         np.int32(split_len)))
     if splits > 1:
         kernel(f"sumrv_split_combine_{_suffix(p, log)}")((_grid(r.size, BLOCK),), (BLOCK,),
                                                           (partial, *_layout(r), *_sizes(p, q), np.int32(splits)))
@@ -214,7 +218,7 @@ def kernel_names() -> list[str]:
     for (precision, space), configs in STRIPS.items():
         names += [f"sumrv_{k}_{precision}_{space}" for k in
                   ("naive", "skewdiag", "skewdiag_det", "skewdiag_combine", "split_combine")]
-        names += [f"sumrv_strip_{t}x{r}x{c}_{precision}_{space}" for t, r, c in configs]
+        names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs]
     return names + [f"peak_{name}_{precision}" for name in ("fma", "exp") for precision in ("f32", "f64")]
 
 

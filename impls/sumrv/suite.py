@@ -19,6 +19,10 @@ INPUTS = ("dyadic", "random", "tiny")
 CPU_TERMS = {"numpy": 1 << 28, "twin": 1 << 22}  # batch x m x n beyond which a CPU variant is left out
 MAX_VALUES = 1 << 29  # batch x (m + n): beyond, the FFT peer's buffers outgrow an 80 GB GPU
 CUPY_BATCH = 4096  # cupy-convolve is a Python loop of one call per pair
+# On a GPU a timed run makes several calls back to back, as a caller in a loop does, so
+# that the ~10-50 us Python and launch cost of a call overlaps the previous call's kernel:
+# as many as keep batch x m x n x calls near this, 1 to MAX_CALLS. On a CPU, one call.
+CALL_TERMS, MAX_CALLS = 1 << 33, 20
 CHECKED_TERMS = 1 << 27  # the error metric checks the first pairs, up to this many terms (at least one pair)
 KERNELS = ("naive", "skewdiag", "skewdiag-det", "strip")
 
@@ -59,6 +63,7 @@ class Workload:
     log: bool
     reference: np.ndarray  # float64, of the first `checked` pairs
     peaks: dict  # the GPU's FMA and exp rates in this precision ({} on a CPU)
+    calls: int  # back to back in a timed run
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -188,9 +193,11 @@ class SumrvSuite(Suite):
     )
     reference = "numpy"
     metrics = (
-        Metric("pairs_per_s", "pairs/s", better="higher", help="batch / seconds"),
-        Metric("gflops", "GFLOP/s", better="higher", help="2 m n batch / seconds (log space: 2 per term too)"),
-        Metric("gbps", "GB/s", better="higher", help="bytes of p, q and r / seconds"),
+        Metric("calls", "", help="calls back to back in the timed run (GPU: hides the launch cost, 1-20)"),
+        Metric("call_s", "s", help="seconds of one call: seconds / calls; every rate below is per call"),
+        Metric("pairs_per_s", "pairs/s", better="higher", help="batch / call_s"),
+        Metric("gflops", "GFLOP/s", better="higher", help="2 m n batch / call_s (log space: 2 per term too)"),
+        Metric("gbps", "GB/s", better="higher", help="bytes of p, q and r / call_s"),
         Metric("peak_frac", "", better="higher", help="GPU: linear, gflops over the FMA peak; log, terms/s "
                "over the exp throughput; both of the precision, measured in the same process"),
         Metric("copy_frac", "", better="higher", help="GPU: gbps over the copy bandwidth of the repeat"),
@@ -213,8 +220,9 @@ class SumrvSuite(Suite):
 
     def defaults(self, backend: str) -> Defaults:
         if backend == "gpu":
-            # Kernels of microseconds to milliseconds: repeat until the mean is known to 1%, within 2 s.
-            return Defaults(repeats=5, warmup=2, max_noise=0.01, budget_s=2.0)
+            # Kernels of microseconds to milliseconds: repeat until the mean is known to 2%, within 1 s
+            # and 30 repeats (launch-bound points at batch 1 would otherwise take a thousand rows each).
+            return Defaults(repeats=5, warmup=2, max_noise=0.02, budget_s=1.0, max_repeats=30)
         return Defaults(repeats=3, warmup=1, note="CPU default: m, n in 32, 256, 1000, batch 1 and 16, "
                         "numpy and the skew-diagonal twins")
 
@@ -241,30 +249,33 @@ class SumrvSuite(Suite):
         checked = max(1, min(batch, CHECKED_TERMS // (m * n)))
         reference = cpu.reference(p[:checked], q[:checked], log)
         if point["backend"] != "gpu":
-            return Workload(p, q, p, q, log, reference, {})
+            return Workload(p, q, p, q, log, reference, {}, 1)
         import cupy
 
         from impls.sumrv import gpu
 
-        return Workload(cupy.asarray(p), cupy.asarray(q), p, q, log, reference, gpu.peaks(point["precision"]))
+        calls = min(MAX_CALLS, max(1, CALL_TERMS // (batch * m * n)))
+        return Workload(cupy.asarray(p), cupy.asarray(q), p, q, log, reference, gpu.peaks(point["precision"]),
+                        calls)
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
-        if ctx.device == "gpu":
-            from impls.sumrv import gpu
+        for _ in range(work.calls):
+            if ctx.device == "gpu":
+                from impls.sumrv import gpu
 
-            r = gpu.convolve(variant, work.p, work.q, work.log)
-        else:
-            r = cpu.convolve(variant, work.host_p, work.host_q, work.log)
+                r = gpu.convolve(variant, work.p, work.q, work.log)
+            else:
+                r = cpu.convolve(variant, work.host_p, work.host_q, work.log)
         with ctx.untimed():
             checked = work.reference.shape[0]
             got = r[:checked].get() if ctx.device == "gpu" else r[:checked]
             error = float(relative_errors(got, work.reference, work.log).max())
-        return {"max_rel_error": error}
+        return {"max_rel_error": error, "calls": work.calls}
 
     def derived(self, work: Workload, row: dict) -> dict:
         batch, m, n = work.shape
-        seconds = row["seconds"]
-        values = {"pairs_per_s": batch / seconds, "gflops": 2 * m * n * batch / seconds / 1e9,
+        seconds = row["seconds"] / work.calls
+        values = {"call_s": seconds, "pairs_per_s": batch / seconds, "gflops": 2 * m * n * batch / seconds / 1e9,
                   "gbps": batch * (2 * (m + n) - 1) * work.host_p.itemsize / seconds / 1e9}
         if row["device"] == "gpu" and work.peaks:
             values["fma_peak_gflops"] = work.peaks["fma_gflops"]

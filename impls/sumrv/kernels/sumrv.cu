@@ -6,7 +6,8 @@
 // small the probabilities (the largest term is exp(0) = 1).
 //
 // Layout: element j of pair b of p is p[b * ldp + j * incp] (likewise q and r), so
-// strided and batched views need no copy. Every index is 64-bit.
+// strided and batched views need no copy (strip: rows contiguous, j * 1). Every index
+// is 64-bit.
 //
 // Kernels (extern "C", loaded by impls/sumrv/gpu.py), each for f32/f64 and lin/log:
 //   sumrv_naive_*          one thread per output element
@@ -197,9 +198,10 @@ __device__ void skewdiag_combine(const T* partial, T* r, long long ldr, long lon
 }
 
 // ---------------------------------------------------------------------------
-// strip (ours): a block of NT threads computes the outputs [I, I + NT R) of one
-// pair, thread t the R consecutive outputs i0 = I + t R .. i0 + R - 1, over the
-// j of one split of [0, m). Chunks of C values of p, and the S + C values of q
+// strip (ours): a block of NT threads computes the outputs [I, I + S) of one pair
+// over the j of one split of [0, m). A warp's lanes form G groups that share its
+// WARP / G output slots, each slot R consecutive outputs i0 .. i0 + R - 1, and split
+// its j between them (summed by shuffles at the end): S = NT / G * R. Chunks of C values of p, and the S + C values of q
 // they meet, are staged in shared memory (zero padded: no bounds checks in the
 // inner loop). A step takes R values of j: with the 2R values of q the thread's
 // outputs meet (two register arrays, lo and hi: R / U vector loads each, U values
@@ -249,18 +251,32 @@ __device__ __forceinline__ void step(T (&acc)[R], const T (&c)[R], const T (&pj)
   }
 }
 
-template <typename T, int NT, int R, int C, bool LOG>
-__device__ void strip(const T* p, long long ldp, long long incp, const T* q, long long ldq, long long incq,
-                      T* r, long long ldr, long long incr, T* partial, int m, int n, long long batch, int splits,
-                      int split_len) {
+template <typename T, bool LOG, int PASS, int R>
+__device__ __forceinline__ void reduce_groups(T (&acc)[R], int lanes) {
+  // Lanes l and l ^ offset (offset a multiple of `lanes`) hold the same outputs.
+  for (int offset = lanes; offset < WARP; offset *= 2) {
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const T other = __shfl_xor_sync(0xffffffffu, acc[k], offset);
+      acc[k] = LOG && PASS == 0 ? fmax(acc[k], other) : acc[k] + other;
+    }
+  }
+}
+
+template <typename T, int NT, int R, int C, int G, bool LOG>
+__device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r, long long ldr, T* partial, int m,
+                      int n, long long batch, int splits, int split_len) {
   static_assert(C % R == 0 && R % per16<T>() == 0, "C must hold whole steps of whole vectors");
-  constexpr int S = NT * R;  // outputs per strip
+  static_assert(WARP % G == 0 && NT % WARP == 0, "whole warps of whole groups");
+  constexpr int LANES = WARP / G;  // output slots of a warp: its G groups of lanes share them
+  constexpr int S = NT / WARP * LANES * R;  // outputs per strip
   constexpr int Q = S + C + R;  // q values staged: q[I - jc - C - R + v], v < Q
   __shared__ __align__(16) T sp[C];
   __shared__ __align__(16) T sq[Q + Q / (8 * per16<T>()) * per16<T>() + per16<T>()];
   const long long L = (long long)m + n - 1;
   const int strips = (int)((L + S - 1) / S);
   const int t = threadIdx.x;
+  const int slot = t / WARP * LANES + t % LANES, group = t % WARP / LANES;
   for (long long item = blockIdx.x; item < batch * strips * splits; item += gridDim.x) {
     const int split = (int)(item % splits);
     const long long b = item / splits / strips;
@@ -280,44 +296,49 @@ __device__ void strip(const T* p, long long ldp, long long incp, const T* q, lon
       for (int k = 0; k < R; ++k) acc[k] = LOG && pass == 0 ? Math<T>::ninf() : T(0);
       for (long long jc = j_lo; jc <= j_hi; jc += C) {
         __syncthreads();  // the previous chunk is no longer read
-        for (int v = t; v < C; v += NT) {
-          const long long j = jc + v;
-          sp[v] = j <= j_hi ? pb[j * incp] : Space<T, LOG>::zero();
-        }
-        for (int v = t; v < Q; v += NT) {
-          const long long k = I - jc - C - R + v;
-          sq[padded<T>(v)] = k >= 0 && k < n ? qb[k * incq] : Space<T, LOG>::zero();
-        }
+        // Rows are contiguous here (gpu.py copies strided views), so staging needs no
+        // 64-bit multiply per value: p[jc + v] for v < C, q[k0 + v] for v < Q.
+        const int p_end = j_hi - jc + 1 < C ? (int)(j_hi - jc + 1) : C;
+        for (int v = t; v < C; v += NT) sp[v] = v < p_end ? pb[jc + v] : Space<T, LOG>::zero();
+        const long long k0 = I - jc - C - R;
+        const int q_begin = k0 < 0 ? (int)-k0 : 0, q_end = n - k0 < Q ? (int)(n - k0) : Q;
+        const T* qk = qb + k0;
+        for (int v = t; v < Q; v += NT)
+          sq[padded<T>(v)] = v >= q_begin && v < q_end ? qk[v] : Space<T, LOG>::zero();
         __syncthreads();
-        // Thread t, j = jc + jb: q at i0 + k - j is sq[v] with v = t R + k - jb + C + R.
-        // A warp takes only the steps its outputs [w0, w0 + 32 R) meet (j in
-        // [w0 - n + 1, w0 + 32 R - 1]): a strip wider than n would otherwise spend most of
-        // its multiply-adds on the zero padding outside the parallelogram of terms.
-        const long long w0 = I + (long long)(t / WARP) * WARP * R;
+        // Slot s, j = jc + jb: q at i0 + k - j is sq[v] with v = s R + k - jb + C + R.
+        // A warp takes only the steps its outputs [w0, w0 + LANES R) meet (j in
+        // [w0 - n + 1, w0 + LANES R - 1]), group g of its lanes every G-th of them from
+        // the g-th: the narrower a warp's outputs, the fewer of its multiply-adds fall on
+        // the zero padding outside the parallelogram of terms (its share is about
+        // LANES R / n where n is small, and at both ends of every pair).
+        const long long w0 = I + (long long)(t / WARP) * LANES * R;
         const long long first = w0 - (n - 1) - jc;
-        long long end = w0 + WARP * R - jc < j_hi + 1 - jc ? w0 + WARP * R - jc : j_hi + 1 - jc;
+        long long end = w0 + LANES * R - jc < j_hi + 1 - jc ? w0 + LANES * R - jc : j_hi + 1 - jc;
         end = end < C ? end : C;
         const int jb_first = first > 0 ? (int)(first / R * R) : 0, jb_end = (int)end;
-        for (int jb = jb_first; jb < jb_end; jb += R) {
+        for (int jb = jb_first + group * R; jb < jb_end; jb += G * R) {
           T lo[R], hi[R], pj[R];
-          load_window<true>(lo, sq, t * R - jb + C);
-          load_window<true>(hi, sq, t * R - jb + C + R);
+          load_window<true>(lo, sq, slot * R - jb + C);
+          load_window<true>(hi, sq, slot * R - jb + C + R);
           load_window<false>(pj, sp, jb);
           if (LOG && pass == 0) step<T, R, 0, LOG>(acc, c, pj, lo, hi);
           else step<T, R, 1, LOG>(acc, c, pj, lo, hi);
         }
       }
       if (LOG && pass == 0) {
+        reduce_groups<T, LOG, 0>(acc, LANES);
 #pragma unroll
         for (int k = 0; k < R; ++k) c[k] = acc[k];
+      } else {
+        reduce_groups<T, LOG, 1>(acc, LANES);
       }
     }
     T* out = splits > 1 ? partial + ((long long)split * batch + b) * L : r + b * ldr;
-    const long long inc = splits > 1 ? 1 : incr;
 #pragma unroll
     for (int k = 0; k < R; ++k) {
-      const long long i = I + (long long)t * R + k;
-      if (i < L) out[i * inc] = LOG ? log_of_sum(c[k], acc[k]) : acc[k];
+      const long long i = I + (long long)slot * R + k;
+      if (group == 0 && i < L) out[i] = LOG ? log_of_sum(c[k], acc[k]) : acc[k];
     }
   }
 }
@@ -398,13 +419,14 @@ template <typename T> __device__ void peak_exp(T* out, int iterations, T a, T b)
     split_combine<T, LOG>(partial, r, ldr, incr, m, n, batch, splits);                                      \
   }
 // Strip configurations (threads NT, outputs per thread R, chunk C): gpu.py picks one by size.
-#define STRIP(T, PREC, SP, LOG, NT, R, C)                                                                  \
-  extern "C" __global__ void __launch_bounds__(NT) sumrv_strip_##NT##x##R##x##C##_##PREC##_##SP(            \
-      ARGS(T), T *partial, int m, int n, long long batch, int splits, int split_len) {                     \
-    strip<T, NT, R, C, LOG>(p, ldp, incp, q, ldq, incq, r, ldr, incr, partial, m, n, batch, splits, split_len); \
+#define STRIP(T, PREC, SP, LOG, NT, R, C, G)                                                                 \
+  extern "C" __global__ void __launch_bounds__(NT) sumrv_strip_##NT##x##R##x##C##x##G##_##PREC##_##SP(       \
+      const T *p, long long ldp, const T *q, long long ldq, T *r, long long ldr, T *partial, int m, int n,      \
+      long long batch, int splits, int split_len) {                                                          \
+    strip<T, NT, R, C, G, LOG>(p, ldp, q, ldq, r, ldr, partial, m, n, batch, splits, split_len);             \
   }
 #define STRIPS(T, PREC, SP, LOG) \
-  STRIP(T, PREC, SP, LOG, 32, 4, 64) STRIP(T, PREC, SP, LOG, 64, 8, 128) STRIP(T, PREC, SP, LOG, 128, 8, 256)
+  STRIP(T, PREC, SP, LOG, 32, 4, 64, 1) STRIP(T, PREC, SP, LOG, 64, 8, 128, 2) STRIP(T, PREC, SP, LOG, 128, 8, 512, 4)
 #define PEAKS(T, PREC)                                                                              \
   extern "C" __global__ void peak_fma_##PREC(T *out, int iterations, T a, T b) {                    \
     peak_fma<T>(out, iterations, a, b);                                                             \
@@ -419,6 +441,6 @@ FOR_SPACES(SKEWDIAG, float, f32)
 FOR_SPACES(SKEWDIAG, double, f64)
 FOR_SPACES(STRIPS, float, f32)
 FOR_SPACES(STRIPS, double, f64)
-STRIP(float, f32, lin, false, 128, 16, 256)  // in f64 and in log space 16 outputs per thread spill
+STRIP(float, f32, lin, false, 128, 16, 512, 4)  // in f64 and in log space 16 outputs per thread spill
 PEAKS(float, f32)
 PEAKS(double, f64)
