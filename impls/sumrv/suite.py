@@ -16,9 +16,9 @@ from impls.sumrv import cpu, figures
 PRECISIONS = {"f32": np.float32, "f64": np.float64}
 SPACES = ("lin", "log")
 INPUTS = ("dyadic", "random", "tiny")
-CPU_TERMS = {"numpy": 1 << 28, "twin": 1 << 22}  # batch x m x n beyond which a CPU variant is left out
+CPU_TERMS = {"numpy": 1 << 26, "twin": 1 << 22}  # batch x m x n beyond which a CPU variant is left out
 MAX_VALUES = 1 << 29  # batch x (m + n): beyond, the FFT peer's buffers outgrow an 80 GB GPU
-CUPY_BATCH = 4096  # cupy-convolve is a Python loop of one call per pair
+CUPY_BATCH = 256  # cupy-convolve is a Python loop of one call per pair: its cost is linear in the batch
 # On a GPU a timed run makes several calls back to back, as a caller in a loop does, so
 # that the ~10-50 us Python and launch cost of a call overlaps the previous call's kernel:
 # as many as keep batch x m x n x calls near this, 1 to MAX_CALLS. On a CPU, one call.
@@ -234,7 +234,7 @@ class SumrvSuite(Suite):
     def skip_variant(self, point: dict, variant: str) -> str | None:
         terms = point["batch"] * point["m"] * point["n"]
         if variant == "numpy" and terms > CPU_TERMS["numpy"]:  # numpy always runs on the CPU
-            return "numpy on a CPU beyond batch x m x n = 2^28 (seconds per call)"
+            return "numpy on a CPU beyond batch x m x n = 2^26 (a second per call)"
         if point["backend"] == "cpu" and variant != "numpy" and terms > CPU_TERMS["twin"]:
             return "the numba twins emulate every lane: beyond batch x m x n = 2^22 on a CPU"
         if variant == "cupy-convolve" and point["batch"] > CUPY_BATCH:
