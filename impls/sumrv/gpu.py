@@ -27,7 +27,8 @@ STRIPS = {("f32", "lin"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 16, 512, 4)),
           ("f64", "lin"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 8, 512, 4)),
           ("f64", "log"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 8, 512, 4))}
 ITEMS_PER_SM = 8  # split the j range until a launch has this many blocks per SM ...
-MIN_SPLIT = 64  # ... or its splits are this short
+MIN_SPLIT = 64  # ... or its splits are this short; and only from batch x m x n = SPLIT_TERMS:
+SPLIT_TERMS = 1 << 22  # below, a second launch and a buffer cost more than the blocks gain
 
 
 def kernel(name: str):
@@ -108,10 +109,27 @@ def strip_config(m: int, n: int, batch: int, precision: str, space: str) -> tupl
     configs = STRIPS[precision, space]
     threads, per_slot, chunk, groups = next((c for c in configs if c[0] // c[3] * c[1] >= outputs), configs[-1])
     items = batch * -(-outputs // (threads // groups * per_slot))
-    wanted = -(-ITEMS_PER_SM * multiprocessors() // items)
+    wanted = -(-ITEMS_PER_SM * multiprocessors() // items) if batch * m * n >= SPLIT_TERMS else 1
     splits = max(1, min(wanted, -(-m // MIN_SPLIT)))
     split_len = -(-m // splits)
     return threads, per_slot, chunk, groups, -(-m // split_len), split_len
+
+
+@cache
+def _strip_launch(batch: int, m: int, n: int, dtype: np.dtype, log: bool) -> tuple:
+    """The strip kernel's launch for a shape, and the combine's when it splits: a call then
+    costs the launch itself, not its planning (what a caller in a loop pays per call)."""
+    suffix = f"{PRECISION[dtype]}_{'log' if log else 'lin'}"
+    threads, per_slot, chunk, groups, splits, split_len = strip_config(m, n, batch, PRECISION[dtype],
+                                                                       "log" if log else "lin")
+    strips = -(-(m + n - 1) // (threads // groups * per_slot))
+    launch = (kernel(f"sumrv_strip_{threads}x{per_slot}x{chunk}x{groups}_{suffix}"),
+              (_grid(batch * strips * splits),), (threads,))
+    sizes = (np.int32(m), np.int32(n), np.int64(batch), np.int32(splits), np.int32(split_len))
+    combine = None
+    if splits > 1:
+        combine = (kernel(f"sumrv_split_combine_{suffix}"), (_grid(batch * (m + n - 1), BLOCK),), (BLOCK,))
+    return launch, sizes, splits, combine
 
 
 def strip(p, q, log: bool):
@@ -121,18 +139,14 @@ def strip(p, q, log: bool):
     # The kernel reads rows with unit stride: a strided view is copied (the other kernels take strides).
     p, q = (a if a.strides[1] == a.itemsize else cupy.ascontiguousarray(a) for a in (p, q))
     r = _output(p, q)
-    (batch, m), n = p.shape, q.shape[1]
-    threads, per_slot, chunk, groups, splits, split_len = strip_config(m, n, batch, PRECISION[p.dtype],
-                                                                       "log" if log else "lin")
-    strips = -(-(m + n - 1) // (threads // groups * per_slot))
+    (launch, grid, block), sizes, splits, combine = _strip_launch(*p.shape, q.shape[1], p.dtype, log)
     partial = cupy.empty(splits * r.size, dtype=p.dtype) if splits > 1 else r
-    kernel(f"sumrv_strip_{threads}x{per_slot}x{chunk}x{groups}_{_suffix(p, log)}")(
-        (_grid(batch * strips * splits),), (threads,),
-        (p, _layout(p)[1], q, _layout(q)[1], r, _layout(r)[1], partial, *_sizes(p, q), np.int32(splits),
-         np.int32(split_len)))
-    if splits > 1:
-        kernel(f"sumrv_split_combine_{_suffix(p, log)}")((_grid(r.size, BLOCK),), (BLOCK,),
-                                                          (partial, *_layout(r), *_sizes(p, q), np.int32(splits)))
+    ld = np.int64(r.shape[1])  # r is contiguous
+    launch(grid, block, (p, np.int64(p.strides[0] // p.itemsize), q, np.int64(q.strides[0] // q.itemsize), r, ld,
+                         partial, *sizes))
+    if combine:
+        launch, grid, block = combine
+        launch(grid, block, (partial, r, ld, np.int64(1), *sizes[:4]))
     return r
 
 
