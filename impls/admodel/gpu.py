@@ -1,0 +1,141 @@
+"""The GPU variants of the admodel suite: the kernels of kernels/admodel.cu on CuPy arrays,
+with the prior part added as the thesis's prior kernel does (an elementwise th / psi,
+and th . th / (2 psi) plus a constant). f is a float64 device scalar (the partial sums
+of the blocks are added in float64), the gradient has the precision of theta.
+
+CuPy is imported inside the functions: importing this module needs no GPU.
+"""
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from impls.admodel.cpu import prior_constant
+from impls.admodel.data import BYTES_PER_OBSERVATION, MATERIAL, PLACEMENT, PSI, Data
+from impls.cuda import raw_kernel
+
+KERNEL_SOURCE = Path(__file__).parent / "kernels" / "admodel.cu"
+FACTORS = 10  # N: the kernels are compiled for it
+PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+GRADIENTS = {"grad-atomic": "grad_atomic", "grad-block": "grad_block", "grad-warp": "grad_warp"}
+THREADS_PER_SM = 2048
+
+
+@dataclass
+class DeviceData:
+    covariates: object  # cupy int32 [5, n]
+    y: object  # int8
+    w: object  # int16
+    offsets: tuple[int, ...]  # d, f, m, r, p, MP, PM
+    parameters: int
+
+    @property
+    def observations(self) -> int:
+        return int(self.y.size)
+
+
+def upload(data: Data) -> DeviceData:
+    import cupy
+
+    if data.shape.factors != FACTORS:
+        raise ValueError(f"the kernels are compiled for N = {FACTORS} factors, not {data.shape.factors}")
+    return DeviceData(cupy.asarray(data.covariates), cupy.asarray(data.y), cupy.asarray(data.w),
+                      tuple(int(o) for o in data.shape.offsets), data.shape.parameters)
+
+
+def bucket(dev: DeviceData) -> DeviceData:
+    """The observations sorted by material, then placement, on the GPU (once per dataset):
+    each warp then sees few distinct materials and placements, whose gradient rows the
+    fused kernel sums by shuffles before one atomic each."""
+    import cupy
+
+    order = cupy.lexsort(cupy.stack([dev.covariates[PLACEMENT], dev.covariates[MATERIAL]]))
+    return DeviceData(cupy.ascontiguousarray(dev.covariates[:, order]), dev.y[order], dev.w[order], dev.offsets,
+                      dev.parameters)
+
+
+def device_bytes(observations: int, parameters: int, itemsize: int) -> int:
+    """What a point holds on the GPU: the observations twice (as given and bucketed), the
+    sort's keys and order, theta, the gradient and the optimiser's history (2 x 10
+    vectors), with 10% to spare."""
+    return int(1.1 * (observations * (2 * BYTES_PER_OBSERVATION + 24) + 24 * parameters * itemsize))
+
+
+@cache
+def multiprocessors() -> int:
+    import cupy
+
+    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
+def _grid(observations: int, block: int) -> int:
+    """Blocks of a grid-stride launch: as many as the GPU holds at once, no more than needed."""
+    return max(1, min(-(-observations // block), multiprocessors() * (THREADS_PER_SM // block)))
+
+
+def _launch(name: str, dev: DeviceData, theta, cache_policy: str, block: int, *outputs, shared: int = 0):
+    kernel = raw_kernel(KERNEL_SOURCE, f"admodel_{name}_{PRECISION[theta.dtype]}_n{FACTORS}_{cache_policy}")
+    grid = _grid(dev.observations, block)
+    args = (theta, dev.covariates, dev.y, dev.w, np.int64(dev.observations), *(np.int32(o) for o in dev.offsets))
+    kernel((grid,), (block,), (*args, *outputs), shared_mem=shared)
+
+
+def _partials(dev: DeviceData, theta, block: int):
+    import cupy
+
+    return cupy.empty(_grid(dev.observations, block), theta.dtype)
+
+
+def _prior(theta, psi: float):
+    """The prior's part of f, float64."""
+    import cupy
+
+    return cupy.dot(theta, theta).astype(cupy.float64) / (2 * psi) + prior_constant(theta.size, psi)
+
+
+def objective(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, psi: float = PSI):
+    """f at theta (a float64 device scalar): the thesis's objective kernel."""
+    partials = _partials(dev, theta, block)
+    _launch("objective", dev, theta, cache_policy, block, partials)
+    return partials.sum(dtype=np.float64) + _prior(theta, psi)
+
+
+def gradient(variant: str, dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, psi: float = PSI):
+    """The gradient at theta: the prior part, then the data part by one of GRADIENTS."""
+    grad = theta / theta.dtype.type(psi)
+    # grad-block: per thread one key and N values in shared memory.
+    shared = block * (4 + FACTORS * theta.itemsize) if variant == "grad-block" else 0
+    _launch(GRADIENTS[variant], dev, theta, cache_policy, block, grad, shared=shared)
+    return grad
+
+
+def fused(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, psi: float = PSI):
+    """(f, gradient) in one pass over the observations (ours)."""
+    grad = theta / theta.dtype.type(psi)
+    partials = _partials(dev, theta, block)
+    _launch("fused", dev, theta, cache_policy, block, grad, partials)
+    return partials.sum(dtype=np.float64) + _prior(theta, psi), grad
+
+
+def two_pass(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, psi: float = PSI):
+    """(f, gradient) as the thesis gets both: the objective kernel, then the naive gradient."""
+    return objective(dev, theta, cache_policy, block, psi), gradient("grad-atomic", dev, theta, cache_policy, block,
+                                                                     psi)
+
+
+def kernel_names() -> list[str]:
+    names = ("objective", *GRADIENTS.values(), "fused")
+    return [f"admodel_{name}_{prec}_n{FACTORS}_{cache_policy}" for name in names for prec in ("f32", "f64")
+            for cache_policy in ("ldg", "ldcg")]
+
+
+def kernel_resources() -> dict[str, dict]:
+    """Registers, spills (local bytes) and static shared memory of every kernel."""
+    resources = {}
+    for name in kernel_names():
+        attributes = raw_kernel(KERNEL_SOURCE, name).attributes
+        resources[name] = {"registers": attributes["num_regs"], "local_bytes": attributes["local_size_bytes"],
+                           "shared_bytes": attributes["shared_size_bytes"]}
+    return resources

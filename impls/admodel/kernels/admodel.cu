@@ -1,0 +1,292 @@
+// The data part of the negative log posterior of the ad-click model and of its gradient
+// (../../../../shared/specs/admodel.md), one thread per observation in grid-stride loops:
+//
+//   log mu_i = th[0] + th[D+d] + th[F+f] + th[M+m] + th[R+r] + th[P+p] + <th[MP+m*N..], th[PM+p*N..]>
+//   f       -= w_i (Y_i log mu_i - mu_i - log Y_i!)
+//   grad[j] += -w_i (Y_i - mu_i) d log mu_i / d th_j        (the residual times 1 or th)
+//
+// Observations are a structure of arrays: cov[c * n + i] for the classes d, f, m, r, p
+// (int32), y (int8), w (int16): 23 bytes each. The prior part (th / psi, th^2 / (2 psi))
+// is added by the caller (impls/admodel/gpu.py), as the thesis's prior kernel does.
+//
+// Kernels (extern "C", for f32/f64, N = 10 factors, and L1 = ldg (loads cached in L1) or
+// ldcg (cached in L2 only: the thesis's "L1 disabled", per load on Hopper)):
+//   admodel_objective_*     the thesis's objective: a partial sum per block (no atomics)
+//   admodel_grad_atomic_*   the thesis's naive gradient: an atomicAdd per effect index
+//                           (5 + 2N per observation), the intercept by a block sum
+//   admodel_grad_block_*    the thesis's improved gradient: a block aggregates equal indices
+//                           in shared memory (O(B^2) compares) and the first occurrence adds
+//   admodel_grad_warp_*     ours: lanes with equal indices (__match_any_sync) combine by
+//                           shuffles, one atomic per distinct index of a warp
+//   admodel_fused_*         ours: grad_warp and the objective in one pass over the data
+
+#define FULL_MASK 0xffffffffu
+
+template <bool L1, typename T> __device__ __forceinline__ T load(const T* p) {
+  return L1 ? __ldg(p) : __ldcg(p);
+}
+
+template <typename T> __device__ __forceinline__ T log_factorial(int y) {  // y in 0..3
+  return y < 2 ? T(0) : (y == 2 ? T(0.69314718055994530942) : T(1.79175946922805500081));
+}
+
+__device__ __forceinline__ float exp_of(float x) { return expf(x); }
+__device__ __forceinline__ double exp_of(double x) { return exp(x); }
+
+template <typename T> __device__ T warp_sum(T v) {
+  for (int offset = 16; offset; offset >>= 1) v += __shfl_xor_sync(FULL_MASK, v, offset);
+  return v;
+}
+
+// The sum over the block, in thread 0 (every thread of the block must call it).
+template <typename T> __device__ T block_sum(T v) {
+  __shared__ T warps[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // warps[] may still be read by a previous call
+  if (lane == 0) warps[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < (blockDim.x >> 5) ? warps[threadIdx.x] : T(0);
+  return warp == 0 ? warp_sum(v) : T(0);
+}
+
+struct Offsets {
+  int d, f, m, r, p, mp, pm;
+};
+
+// One observation: its covariates and log mu; a and b point at its two factor rows.
+template <typename T, int N, bool L1> struct Observation {
+  int d, f, m, r, p, y;
+  T w, eta;
+  const T *a, *b;
+
+  __device__ Observation(const T* theta, const int* cov, const signed char* y_, const short* w_, long long n,
+                         long long i, Offsets o) {
+    d = load<L1>(cov + i);
+    f = load<L1>(cov + n + i);
+    m = load<L1>(cov + 2 * n + i);
+    r = load<L1>(cov + 3 * n + i);
+    p = load<L1>(cov + 4 * n + i);
+    y = load<L1>(y_ + i);
+    w = T(load<L1>(w_ + i));
+    a = theta + o.mp + (long long)m * N;
+    b = theta + o.pm + (long long)p * N;
+    eta = load<L1>(theta) + load<L1>(theta + o.d + d) + load<L1>(theta + o.f + f) + load<L1>(theta + o.m + m) +
+          load<L1>(theta + o.r + r) + load<L1>(theta + o.p + p);
+#pragma unroll
+    for (int k = 0; k < N; ++k) eta += load<L1>(a + k) * load<L1>(b + k);
+  }
+  __device__ T mu() const { return exp_of(eta); }
+  __device__ T loss(T mu) const { return -w * (T(y) * eta - mu - log_factorial<T>(y)); }
+  __device__ T residual(T mu) const { return -w * (T(y) - mu); }  // d loss / d eta
+};
+
+// ---------------------------------------------------------------------------
+template <typename T, int N, bool L1>
+__device__ void objective(const T* theta, const int* cov, const signed char* y, const short* w, long long n,
+                          Offsets o, T* partials) {
+  T total = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    Observation<T, N, L1> obs(theta, cov, y, w, n, i, o);
+    total += obs.loss(obs.mu());
+  }
+  total = block_sum(total);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// ---------------------------------------------------------------------------
+template <typename T, int N, bool L1>
+__device__ void grad_atomic(const T* theta, const int* cov, const signed char* y, const short* w, long long n,
+                            Offsets o, T* grad) {
+  T intercept = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    Observation<T, N, L1> obs(theta, cov, y, w, n, i, o);
+    const T res = obs.residual(obs.mu());
+    intercept += res;
+    atomicAdd(grad + o.d + obs.d, res);
+    atomicAdd(grad + o.f + obs.f, res);
+    atomicAdd(grad + o.m + obs.m, res);
+    atomicAdd(grad + o.r + obs.r, res);
+    atomicAdd(grad + o.p + obs.p, res);
+    T* ga = grad + (obs.a - theta);
+    T* gb = grad + (obs.b - theta);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      atomicAdd(ga + k, res * load<L1>(obs.b + k));
+      atomicAdd(gb + k, res * load<L1>(obs.a + k));
+    }
+  }
+  intercept = block_sum(intercept);
+  if (threadIdx.x == 0) atomicAdd(grad, intercept);
+}
+
+// ---------------------------------------------------------------------------
+// The thesis's improved gradient: per tile of blockDim.x observations and per effect,
+// the first thread holding an index sums the values of every thread with that index
+// and does the one atomicAdd. Dynamic shared memory: blockDim.x ints and N values each.
+template <typename T, int V>
+__device__ void block_aggregate(int* keys, T* values, int key, const T* mine, T* target, int stride) {
+  const int t = threadIdx.x;
+  __syncthreads();  // the previous effect's keys and values have been read
+  keys[t] = key;
+#pragma unroll
+  for (int k = 0; k < V; ++k) values[k * blockDim.x + t] = mine[k];
+  __syncthreads();
+  if (key < 0) return;
+  for (int j = 0; j < t; ++j)
+    if (keys[j] == key) return;  // not the first occurrence
+  T sum[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) sum[k] = mine[k];
+  for (int j = t + 1; j < blockDim.x; ++j)
+    if (keys[j] == key) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) sum[k] += values[k * blockDim.x + j];
+    }
+#pragma unroll
+  for (int k = 0; k < V; ++k) atomicAdd(target + (long long)key * stride + k, sum[k]);
+}
+
+template <typename T, int N, bool L1>
+__device__ void grad_block(const T* theta, const int* cov, const signed char* y, const short* w, long long n,
+                           Offsets o, T* grad) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  T* values = reinterpret_cast<T*>(shared);
+  int* keys = reinterpret_cast<int*>(values + N * blockDim.x);
+  T intercept = 0;
+  // Whole tiles per block: every thread of the block takes part in every tile.
+  for (long long base = blockIdx.x * (long long)blockDim.x; base < n; base += (long long)gridDim.x * blockDim.x) {
+    const long long i = base + threadIdx.x;
+    const bool valid = i < n;
+    T res = 0, pa[N] = {}, pb[N] = {};
+    int idx[5] = {-1, -1, -1, -1, -1};
+    if (valid) {
+      Observation<T, N, L1> obs(theta, cov, y, w, n, i, o);
+      res = obs.residual(obs.mu());
+      idx[0] = obs.d; idx[1] = obs.f; idx[2] = obs.m; idx[3] = obs.r; idx[4] = obs.p;
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        pa[k] = res * load<L1>(obs.b + k);  // for th_MP[m, k]
+        pb[k] = res * load<L1>(obs.a + k);  // for th_PM[p, k]
+      }
+    }
+    intercept += res;
+    const int starts[5] = {o.d, o.f, o.m, o.r, o.p};
+#pragma unroll
+    for (int c = 0; c < 5; ++c) block_aggregate<T, 1>(keys, values, idx[c], &res, grad + starts[c], 1);
+    block_aggregate<T, N>(keys, values, idx[2], pa, grad + o.mp, N);
+    block_aggregate<T, N>(keys, values, idx[4], pb, grad + o.pm, N);
+  }
+  intercept = block_sum(intercept);
+  if (threadIdx.x == 0) atomicAdd(grad, intercept);
+}
+
+// ---------------------------------------------------------------------------
+// Ours: warp-aggregated atomics. The lanes of a warp holding the same key (-1: none)
+// add their V values into target[key * V ..] with one atomic per distinct key: the
+// lowest lane of each group sums the group's values and adds. Warp-uniform choice of
+// how: by shuffles pulling one peer's values at a time (as many steps as the largest
+// group has lanes but one: few in shuffled data), or, where every group is a run of
+// adjacent lanes (sorted data) with more than SCAN_FROM lanes, by a segmented suffix
+// sum in 5 steps.
+#define SCAN_FROM 6
+template <typename T, int V>
+__device__ void warp_aggregate(unsigned peers, int key, const T* mine, T* target) {
+  const int lane = threadIdx.x & 31;
+  const int leader = __ffs(peers) - 1, last = 31 - __clz(peers);
+  const unsigned largest = __reduce_max_sync(FULL_MASK, __popc(peers));
+  T sum[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) sum[k] = mine[k];
+  if (largest > SCAN_FROM && __all_sync(FULL_MASK, (peers >> leader) == (0xffffffffu >> (31 - last + leader)))) {
+    for (int offset = 1; offset < 32; offset <<= 1) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const T value = __shfl_down_sync(FULL_MASK, sum[k], offset);
+        if (lane + offset <= last) sum[k] += value;  // sum[k]: lanes lane..last of the group
+      }
+    }
+  } else {
+    unsigned others = lane == leader ? peers & (peers - 1) : 0u;  // the leader's peers but itself
+    for (unsigned step = 1; step < largest; ++step) {
+      const int source = others ? __ffs(others) - 1 : lane;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const T value = __shfl_sync(FULL_MASK, mine[k], source);
+        if (others) sum[k] += value;
+      }
+      others &= others - 1;
+    }
+  }
+  if (lane == leader && key >= 0)
+#pragma unroll
+    for (int k = 0; k < V; ++k) atomicAdd(target + (long long)key * V + k, sum[k]);
+}
+
+template <typename T, int N, bool L1, bool WANT_F>
+__device__ void fused(const T* theta, const int* cov, const signed char* y, const short* w, long long n,
+                      Offsets o, T* grad, T* partials) {
+  T intercept = 0, total = 0;
+  // The whole warp iterates together (base is uniform), as __match_any_sync needs.
+  for (long long base = blockIdx.x * (long long)blockDim.x; base < n; base += (long long)gridDim.x * blockDim.x) {
+    const long long i = base + threadIdx.x;
+    T res = 0, pa[N] = {}, pb[N] = {};
+    int idx[5] = {-1, -1, -1, -1, -1};
+    if (i < n) {
+      Observation<T, N, L1> obs(theta, cov, y, w, n, i, o);
+      const T mu = obs.mu();
+      res = obs.residual(mu);
+      if (WANT_F) total += obs.loss(mu);
+      idx[0] = obs.d; idx[1] = obs.f; idx[2] = obs.m; idx[3] = obs.r; idx[4] = obs.p;
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        pa[k] = res * load<L1>(obs.b + k);
+        pb[k] = res * load<L1>(obs.a + k);
+      }
+    }
+    intercept += res;
+    const int starts[5] = {o.d, o.f, o.m, o.r, o.p};
+    unsigned peers[5];
+#pragma unroll
+    for (int c = 0; c < 5; ++c) {
+      peers[c] = __match_any_sync(FULL_MASK, idx[c]);
+      warp_aggregate<T, 1>(peers[c], idx[c], &res, grad + starts[c]);
+    }
+    warp_aggregate<T, N>(peers[2], idx[2], pa, grad + o.mp);
+    warp_aggregate<T, N>(peers[4], idx[4], pb, grad + o.pm);
+  }
+  intercept = block_sum(intercept);
+  if (threadIdx.x == 0) atomicAdd(grad, intercept);
+  if (WANT_F) {
+    total = block_sum(total);
+    if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  }
+}
+
+// ---------------------------------------------------------------------------
+#define DATA_ARGS(T) \
+  const T *theta, const int *cov, const signed char *y, const short *w, long long n, int od, int of, int om, int orr, \
+      int op, int omp, int opm
+#define OFFSETS Offsets{od, of, om, orr, op, omp, opm}
+
+#define ADMODEL_KERNELS(T, PREC, N, CACHE, L1)                                                             \
+  extern "C" __global__ void admodel_objective_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *partials) {       \
+    objective<T, N, L1>(theta, cov, y, w, n, OFFSETS, partials);                                          \
+  }                                                                                                       \
+  extern "C" __global__ void admodel_grad_atomic_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {         \
+    grad_atomic<T, N, L1>(theta, cov, y, w, n, OFFSETS, grad);                                            \
+  }                                                                                                       \
+  extern "C" __global__ void admodel_grad_block_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {          \
+    grad_block<T, N, L1>(theta, cov, y, w, n, OFFSETS, grad);                                             \
+  }                                                                                                       \
+  extern "C" __global__ void admodel_grad_warp_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {           \
+    fused<T, N, L1, false>(theta, cov, y, w, n, OFFSETS, grad, nullptr);                                  \
+  }                                                                                                       \
+  extern "C" __global__ void admodel_fused_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad, T *partials) {  \
+    fused<T, N, L1, true>(theta, cov, y, w, n, OFFSETS, grad, partials);                                  \
+  }
+
+ADMODEL_KERNELS(float, f32, 10, ldg, true)
+ADMODEL_KERNELS(float, f32, 10, ldcg, false)
+ADMODEL_KERNELS(double, f64, 10, ldg, true)
+ADMODEL_KERNELS(double, f64, 10, ldcg, false)

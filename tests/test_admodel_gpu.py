@@ -1,0 +1,84 @@
+"""The admodel GPU kernels (needs CuPy and a GPU): every kernel within the agreement rule
+of `bench verify` for both layouts, precisions, L1 policies and block sizes, on a count
+of observations that is no multiple of the block; the fused kernel's f equal to the
+objective kernel's; the fit on the GPU at scipy's optimum; memory errors before allocating."""
+
+import numpy as np
+import pytest
+
+from bench.errors import BenchError
+from impls.admodel import fit_suite, gpu
+from impls.admodel.suite import OP_VARIANTS, SUITE, _memory_check
+
+pytestmark = pytest.mark.gpu
+SCALE = 0.0003  # sim: 10,066 observations; real-like: 4,086
+
+
+def _case(dataset, layout, precision, op, l1="ldg", block=256, seed=11):
+    point = {"suite": "admodel", "backend": "gpu", "dataset": dataset, "scale": SCALE, "layout": layout,
+             "precision": precision, "op": op, "l1": l1, "block": block}
+    return SUITE.verify_case(point, seed)
+
+
+@pytest.mark.parametrize("dataset", ["sim", "real-like"])
+@pytest.mark.parametrize("layout", ["shuffled", "sorted"])
+@pytest.mark.parametrize("precision", ["f64", "f32"])
+@pytest.mark.parametrize("op", ["objective", "gradient", "both"])
+def test_kernels_agree_with_the_reference(dataset, layout, precision, op):
+    for l1, block in (("ldg", 256), ("ldcg", 96), ("ldg", 32), ("ldcg", 512)):
+        case = _case(dataset, layout, precision, op, l1, block)
+        for variant in OP_VARIANTS[op]:
+            if variant.startswith("cpu"):
+                continue
+            got = SUITE.output(case, variant, "gpu")
+            assert got[0] is not None or got[1] is not None
+            ok, detail = SUITE.agrees(case, got, 0.001)
+            assert ok, f"{variant} l1={l1} block={block}: {detail}"
+
+
+def test_fused_objective_equals_the_objective_kernel_and_grad_warp_its_gradient():
+    import cupy
+
+    case = _case("real-like", "sorted", "f64", "both")
+    dev = gpu.upload(case["data"])
+    theta = cupy.asarray(case["theta"])
+    f, grad = gpu.fused(dev, theta)
+    assert float(f) == float(gpu.objective(dev, theta))  # same blocks, same order: bit for bit
+    assert np.allclose(grad.get(), gpu.gradient("grad-warp", dev, theta).get(), rtol=1e-13, atol=1e-13)
+
+
+def test_fit_on_the_gpu_reaches_scipy_cpus_optimum():
+    point = {"suite": "admodel-fit", "backend": "gpu", "dataset": "sim", "scale": 1 / 256, "layout": "shuffled",
+             "precision": "f64"}
+    suite = fit_suite.SUITE
+    work = suite.prepare(point)
+
+    class Ctx:
+        device = "gpu"
+        series = []
+
+        def record(self, iteration, **values):
+            self.series.append((iteration, values))
+
+        def untimed(self):
+            from contextlib import nullcontext
+            return nullcontext()
+
+    results = {}
+    variants = [v.name for v in suite.variants if not v.missing()]  # torch-lbfgs where torch is installed
+    for variant in variants:
+        ctx = Ctx()
+        results[variant] = suite.run(work, variant, ctx)
+        assert ctx.series and results[variant]["converged"] == 1
+    reference = results["scipy-cpu"]["final_objective"]
+    for variant, values in results.items():
+        assert abs(values["final_objective"] - reference) <= 1e-8 * abs(reference), variant
+
+
+def test_a_scale_beyond_gpu_memory_is_a_one_line_error_before_allocating(monkeypatch):
+    import cupy
+
+    monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (1 << 28, 1 << 34))  # 256 MiB free
+    point = {"suite": "admodel", "backend": "gpu", "dataset": "sim", "scale": 1.0}
+    with pytest.raises(BenchError, match="on the GPU"):
+        _memory_check([point])
