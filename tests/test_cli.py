@@ -123,7 +123,9 @@ def test_fake_suite_sweep_resume_check_and_figures(tmp_path):
     assert "SAME" in same.stdout and "regression" not in same.stdout
 
     slower = df.copy()
-    slower.loc[slower["variant"] == "twice", "seconds"] *= 3
+    # 10x, not 3x: at 3x this check missed the regression in 2 of ~20 runs on a loaded 2-core machine
+    # (one disturbed repeat of 4 and the ratios overlap, so Mann-Whitney U sees no difference)
+    slower.loc[slower["variant"] == "twice", "seconds"] *= 10
     slower.loc[slower["variant"] == "plain", "quality"] *= 0.5
     slower = slower[slower["n"] == 64]
     (tmp_path / "new").mkdir()
@@ -134,7 +136,7 @@ def test_fake_suite_sweep_resume_check_and_figures(tmp_path):
     assert "| SLOWER |" in regression.stdout and "| WORSE |" in regression.stdout
     assert "| MISSING |" in regression.stdout and "-> regression" in regression.stdout
     allowed = bench("check", tmp_path / "new" / "fake.csv", "--baseline", out / "fake.csv", "--format", "json",
-                    "--allow-missing", "--metric", "seconds", "--threshold", "5")
+                    "--allow-missing", "--metric", "seconds", "--threshold", "20")
     assert allowed.returncode == 0, allowed.stdout
     rows = json.loads(allowed.stdout[: allowed.stdout.rindex("}") + 1])["rows"]
     assert {r["verdict"] for r in rows} == {"SAME", "MISSING"}

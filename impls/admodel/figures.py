@@ -31,6 +31,13 @@ def medians(df: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _write(outdir: Path, name: str, text: str) -> Path:
+    path = Path(outdir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    return path
+
+
 def render_evaluations(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     written = []
     table = medians(df)
@@ -58,10 +65,7 @@ def render_evaluations(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]
         written += save(fig, outdir, setting_stem(FIGURE[op], {"dataset": dataset}),
                         caption(meta, subset) + "\nBars: median time of cpu-serial (float64, measured in the same run "
                         "on the same data and layout) over the variant's median time; the thesis's Figures 2-4.")
-    path = Path(outdir) / "admodel-tables.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(markdown_tables(df) + "\n")
-    return [*written, path]
+    return [*written, _write(outdir, "admodel-tables.md", markdown_tables(df))]
 
 
 def _cell(row) -> str:
@@ -96,10 +100,10 @@ def fit_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per run, dataset, layout, precision and variant: median seconds, iterations,
     evaluations, final objective and its relative difference to scipy-cpu's, speed-up."""
     keys = ["run_id", "dataset", "scale", "layout", "precision"]
+    recovery = {c: (c, "median") for c in ("theta_rmse", "effects_rmse", "factors_rmse") if c in df}  # by code version
     table = df.groupby([*keys, "variant"]).agg(seconds=("seconds", "median"), iterations=("iterations", "median"),
                                                evaluations=("evaluations", "median"),
-                                               objective=("final_objective", "median"),
-                                               theta_rmse=("theta_rmse", "median"),
+                                               objective=("final_objective", "median"), **recovery,
                                                converged=("converged", "min")).reset_index()
     reference = df[df["variant"] == "scipy-cpu"].groupby(["run_id", "dataset", "scale", "layout"]).agg(
         reference_s=("seconds", "median"), reference_f=("final_objective", "median")).reset_index()
@@ -139,7 +143,4 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
         written += save(fig, outdir, setting_stem("admodel-fit-convergence", setting),
                         caption(meta, rows) + "\nOne line per repeat; best f: the lowest objective of any variant "
                         "in the figure (clipped at 1e-16).")
-    path = Path(outdir) / "admodel-fit-table.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(fit_markdown(df) + "\n")
-    return [*written, path]
+    return [*written, _write(outdir, "admodel-fit-table.md", fit_markdown(df))]
