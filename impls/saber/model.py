@@ -1,0 +1,201 @@
+"""SaberLDA's model and its CPU twin (numba, float32): tokens, the counts A (sparse, by
+document) and B (dense, by word), B^ (Eq. 2), the per-word sampling structure (alias table
+for G0/G1, W-ary tree from G2 on), and the E-step of Alg. 2 with the warp sampling of
+Fig. 5, lanes emulated (impls/saber/structures.py).
+
+E-step: every token t of document d and word v draws k from
+p(k) ∝ (A_dk + alpha) B^_vk with A and B^ read-only (bulk synchronous): with S the sum
+of A_dk B^_vk over the non-zeros of A_d and Q = alpha sum_k B^_vk, the sparse part when
+u1 (S + Q) < S (the listing's test misses alpha), else the word's structure. The
+uniforms u1, u2 are Philox of (token id, iteration) (impls/saber/philox.py), token ids
+in document order, so any processing order (document order, PDOW, chunks) gives the
+same topics. M-step: A and B recounted from z.
+"""
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from bench.errors import BenchError
+from impls.saber import philox
+from impls.saber.structures import (LEVEL3, MAX_TOPICS, W, alias_sample, build_alias, build_tree, chunked_scan,
+                                    padded, segmented_count, tree_sample, warp_sum)
+
+BETA = np.float32(0.01)
+STRUCTURES = ("alias", "tree")  # G0, G1: alias; G2-G4: tree
+
+
+def alpha_of(topics: int) -> np.float32:
+    return np.float32(50.0 / topics)
+
+
+@dataclass
+class Counts:
+    a_ptr: np.ndarray  # int64 [D + 1]: document d's non-zeros are a_ptr[d]:a_ptr[d + 1]
+    a_idx: np.ndarray  # int32 topics, increasing within a document
+    a_val: np.ndarray  # int32 counts
+    b: np.ndarray  # int32 [V, K]
+    topic_totals: np.ndarray  # int64 [K]
+
+
+@numba.njit(cache=True)
+def _document_counts(doc_ptr, z, a_ptr, a_idx, a_val):
+    keys = np.empty(z.size, np.int32)
+    counts = np.empty(z.size, np.int32)
+    filled = 0
+    for d in range(doc_ptr.size - 1):
+        a_ptr[d] = filled
+        n_keys = segmented_count(z[doc_ptr[d]:doc_ptr[d + 1]], keys, counts)
+        a_idx[filled:filled + n_keys] = keys[:n_keys]
+        a_val[filled:filled + n_keys] = counts[:n_keys]
+        filled += n_keys
+    a_ptr[doc_ptr.size - 1] = filled
+    return filled
+
+
+@numba.njit(cache=True)
+def _word_counts(words, z, b):
+    for t in range(words.size):
+        b[words[t], z[t]] += 1
+
+
+def count(doc_ptr: np.ndarray, words: np.ndarray, z: np.ndarray, vocabulary: int, topics: int) -> Counts:
+    """A by a segmented count per document (Fig. 8), B by word (the M-step)."""
+    a_ptr = np.empty(doc_ptr.size, np.int64)
+    a_idx = np.empty(z.size, np.int32)
+    a_val = np.empty(z.size, np.int32)
+    filled = _document_counts(doc_ptr, z, a_ptr, a_idx, a_val)
+    b = np.zeros((vocabulary, topics), np.int32)
+    _word_counts(words, z, b)
+    return Counts(a_ptr, a_idx[:filled].copy(), a_val[:filled].copy(), b, b.sum(axis=0, dtype=np.int64))
+
+
+def b_hat(counts: Counts) -> np.ndarray:
+    """Eq. 2 in float32: (B_vk + beta) / (n_k + V beta), with n_k + V beta = float32(n_k) +
+    float32(V) * beta."""
+    vocabulary = counts.b.shape[0]
+    denominator = counts.topic_totals.astype(np.float32) + np.float32(vocabulary) * BETA
+    return (counts.b.astype(np.float32) + BETA) / denominator
+
+
+@dataclass
+class Structures:
+    """Per word: the total of B^_v (as the chunked scan adds it) and its sampling structure."""
+
+    kind: str
+    totals: np.ndarray  # float32 [V]
+    level4: np.ndarray  # tree: float32 [V, padded K]; alias: probabilities [V, K]
+    level3: np.ndarray  # tree: float32 [V, W^2]; alias: int32 aliases [V, K]
+    level2: np.ndarray  # tree: float32 [V, W]; alias: unused
+
+
+@numba.njit(cache=True)
+def _build_trees(bhat, totals, l4, l3, l2):
+    for v in range(bhat.shape[0]):
+        totals[v] = build_tree(bhat[v], l4[v], l3[v], l2[v])
+
+
+@numba.njit(cache=True)
+def _build_aliases(bhat, totals, probability, alias):
+    prefix = np.empty(padded(bhat.shape[1]), np.float32)
+    for v in range(bhat.shape[0]):
+        chunked_scan(bhat[v], prefix)
+        totals[v] = prefix[prefix.size - 1]
+        build_alias(bhat[v], totals[v], probability[v], alias[v])
+
+
+def preprocess(bhat: np.ndarray, kind: str) -> Structures:
+    vocabulary, topics = bhat.shape
+    totals = np.empty(vocabulary, np.float32)
+    if kind == "tree":
+        l4 = np.empty((vocabulary, padded(topics)), np.float32)
+        l3 = np.empty((vocabulary, LEVEL3), np.float32)
+        l2 = np.empty((vocabulary, W), np.float32)
+        _build_trees(bhat, totals, l4, l3, l2)
+        return Structures(kind, totals, l4, l3, l2)
+    probability = np.empty((vocabulary, topics), np.float32)
+    alias = np.empty((vocabulary, topics), np.int32)
+    _build_aliases(bhat, totals, probability, alias)
+    return Structures(kind, totals, probability, alias, np.empty((vocabulary, 0), np.float32))
+
+
+@numba.njit(cache=True)
+def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, products, prefix) -> int:
+    """Fig. 5 with its bugs fixed: the products A_dk B^_vk, their warp sum S, the branch
+    u1 (S + Q) < S, then the first non-zero whose chunked prefix sum reaches u2 S (the
+    last where rounding leaves none); -1 for the word's structure."""
+    nnz = stop - start
+    for i in range(nnz):
+        products[i] = np.float32(a_val[start + i]) * bhat_v[a_idx[start + i]]
+    s = warp_sum(products, nnz)
+    if not u1 * (s + alpha * total_v) < s:
+        return -1
+    x = u2 * s
+    chunked_scan(products[:nnz], prefix[:padded(nnz)])
+    for i in range(nnz):
+        if prefix[i] >= x:
+            return a_idx[start + i]
+    return a_idx[stop - 1]
+
+
+@numba.njit(cache=True)
+def tree_draw(v, u2, total_v, l4, l3, l2) -> int:
+    return tree_sample(l4[v], l3[v], l2[v], u2 * total_v)
+
+
+@numba.njit(cache=True)
+def alias_draw(v, u2, total_v, probability, alias, unused) -> int:
+    return alias_sample(probability[v], alias[v], u2)
+
+
+@numba.njit
+def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, dense_draw, s4, s3, s2, seed, iteration,
+            z):
+    products = np.empty(bhat.shape[1], np.float32)
+    prefix = np.empty(padded(bhat.shape[1]), np.float32)
+    for t in order:
+        d, v = doc_of[t], words[t]
+        u1, u2 = philox.token_uniforms(seed, iteration, t)
+        k = sparse_draw(a_idx, a_val, a_ptr[d], a_ptr[d + 1], bhat[v], alpha, totals[v], u1, u2, products, prefix)
+        z[t] = k if k >= 0 else dense_draw(v, u2, totals[v], s4, s3, s2)
+
+
+def e_step(order: np.ndarray, doc_of: np.ndarray, words: np.ndarray, counts: Counts, bhat: np.ndarray,
+           structures: Structures, seed: int, iteration: int) -> np.ndarray:
+    """New topics of every token, visited in `order` (token ids): the order changes nothing."""
+    z = np.empty(words.size, np.int32)
+    _e_step(order, doc_of, words, counts.a_ptr, counts.a_idx, counts.a_val, bhat, alpha_of(bhat.shape[1]),
+            structures.totals, tree_draw if structures.kind == "tree" else alias_draw, structures.level4,
+            structures.level3, structures.level2, np.uint32(seed), np.uint32(iteration), z)
+    return z
+
+
+@numba.njit(cache=True)
+def _initial_topics(seed, topics, z):
+    for t in range(z.size):
+        u, _ = philox.token_uniforms(seed, philox.INIT_ITERATION, t)
+        z[t] = min(np.int32(u * np.float32(topics)), topics - 1)
+
+
+def initial_topics(tokens: int, topics: int, seed: int) -> np.ndarray:
+    """z uniform over the topics, from the same generator (counter iteration 2^32 - 1)."""
+    check_topics(topics)
+    z = np.empty(tokens, np.int32)
+    _initial_topics(np.uint32(seed), topics, z)
+    return z
+
+
+def check_topics(topics: int) -> None:
+    if not 1 <= topics <= MAX_TOPICS:
+        raise BenchError(f"K = {topics}: the W-ary tree holds 1 to {MAX_TOPICS:,} topics (32^3)")
+
+
+def pdow_order(doc_ptr: np.ndarray, words: np.ndarray, chunks: int) -> np.ndarray:
+    """Token ids partitioned by document into `chunks` chunks of about equal tokens, sorted
+    by word inside each chunk (stable: document order within a word)."""
+    documents = doc_ptr.size - 1
+    bounds = np.searchsorted(doc_ptr, np.linspace(0, doc_ptr[-1], chunks + 1)[1:-1])
+    starts = np.concatenate([[0], doc_ptr[np.clip(bounds, 0, documents)], [doc_ptr[-1]]])
+    return np.concatenate([start + np.argsort(words[start:stop], kind="stable")
+                           for start, stop in zip(starts[:-1], starts[1:])]).astype(np.int64)

@@ -1,0 +1,184 @@
+"""SaberLDA's CPU twin (the groundwork of the saber suite): Philox against its published
+known answers, the warp's scan, sum and vote, the W-ary tree and the alias table against
+exact inverse-CDF draws on dyadic weights, Fig. 8's segmented count and Fig. 1/2's
+counts, the E-step's topics against their exact probabilities (chi-square), and the
+independence of the draws from the order the tokens are visited in."""
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from bench.errors import BenchError
+from impls.saber import model, philox, structures
+from impls.saber.structures import LEVEL3, W, padded
+
+TOPIC_COUNTS = [*range(1, 71), 1000, 1024, 1025, 32768]
+
+
+def dyadic_weights(rng, size: int) -> np.ndarray:
+    """Eighths 0..7/8 with at least one non-zero: every prefix sum is exact in float32."""
+    weights = rng.integers(0, 8, size).astype(np.float32) / 8
+    weights[rng.integers(size)] = np.float32(0.5)
+    return weights
+
+
+def test_philox_gives_the_random123_known_answers():
+    # kat_vectors of Random123 for philox4x32-10 (also what randomgen's Philox(number=4, width=32) gives)
+    assert philox.philox4x32(0, 0, 0, 0, 0, 0) == (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)
+    ones = 0xFFFFFFFF
+    assert philox.philox4x32(ones, ones, ones, ones, ones, ones) == (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)
+    assert philox.philox4x32(0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344, 0xA4093822, 0x299F31D0) == \
+        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)
+
+
+def test_uniforms_are_in_the_open_closed_unit_interval_and_keyed_by_token_and_iteration():
+    assert philox.to_uniform(0) == 2.0 ** -24 and philox.to_uniform(0xFFFFFFFF) == 1.0
+    draws = {philox.token_uniforms(5, iteration, token) for iteration in range(3) for token in range(100)}
+    assert len(draws) == 300
+    assert philox.token_uniforms(5, 1, 7) == philox.token_uniforms(5, 1, 7) != philox.token_uniforms(6, 1, 7)
+
+
+@pytest.mark.parametrize("size", [1, 31, 32, 33, 64, 100, 1025])
+def test_chunked_scan_and_warp_sum_are_exact_on_dyadic_values(size):
+    values = dyadic_weights(np.random.default_rng(size), size)
+    out = np.empty(padded(size) + W, np.float32)  # a padded tail holds the total
+    structures.chunked_scan(values, out)
+    exact = np.cumsum(values.astype(np.float64))
+    assert np.array_equal(out[:size], exact) and np.all(out[size:] == exact[-1])
+    assert structures.warp_sum(values, size) == exact[-1]
+
+
+def _tree(weights):
+    l4 = np.empty(padded(weights.size), np.float32)
+    l3 = np.empty(LEVEL3, np.float32)
+    l2 = np.empty(W, np.float32)
+    total = structures.build_tree(weights, l4, l3, l2)
+    return total, l4, l3, l2
+
+
+@pytest.mark.parametrize("topics", TOPIC_COUNTS)
+def test_tree_draws_the_exact_inverse_cdf_topic(topics):
+    rng = np.random.default_rng(topics)
+    weights = dyadic_weights(rng, topics)
+    total, l4, l3, l2 = _tree(weights)
+    prefix = np.cumsum(weights.astype(np.float64))
+    assert total == prefix[-1]
+    points = np.concatenate([prefix[weights > 0], rng.random(200) * total, [total, 2.0 ** -24]])
+    for x in points.astype(np.float32):
+        k = structures.tree_sample(l4, l3, l2, x)
+        assert k == np.searchsorted(prefix, x, side="left") and weights[k] > 0
+
+
+def test_tree_levels_point_at_the_last_prefix_of_each_group():
+    weights = np.ones(3000, np.float32)
+    total, l4, l3, l2 = _tree(weights)
+    assert l3[0] == l4[31] == 32 and l3[1] == l4[63]  # Fig. 6's listing reads L4[-1] here
+    assert np.all(l3[3000 // 32 + 1:] == total) and l2[0] == l3[31] and l2[W - 1] == total == 3000
+
+
+@pytest.mark.parametrize("topics", [1, 2, 3, 17, 64, 100, 1000])
+def test_alias_table_holds_the_distribution(topics):
+    weights = np.random.default_rng(topics).random(topics).astype(np.float32) + np.float32(0.01)
+    total = np.float32(weights.sum())
+    probability = np.empty(topics, np.float32)
+    alias = np.empty(topics, np.int32)
+    structures.build_alias(weights, total, probability, alias)
+    mass = probability.astype(np.float64) / topics
+    np.add.at(mass, alias, (1 - probability.astype(np.float64)) / topics)
+    assert np.allclose(mass, weights / weights.astype(np.float64).sum(), rtol=1e-4, atol=1e-7)
+    assert structures.alias_sample(probability, alias, np.float32(1.0)) in (topics - 1, alias[topics - 1])
+
+
+def test_segmented_count_of_figure_8():
+    keys, counts = np.empty(8, np.int32), np.empty(8, np.int32)
+    n = structures.segmented_count(np.array([1, 8, 5, 1, 3, 5, 5, 3], np.int32), keys, counts)
+    assert n == 4 and keys[:n].tolist() == [1, 3, 5, 8] and counts[:n].tolist() == [2, 2, 3, 1]
+
+
+def test_counts_of_the_figure_1_example():
+    # Doc1: iOS^3 Android^3; Doc2: apple^1 iPhone^1 apple^1 iOS^3; Doc3: apple^2 orange^2 (topics 1-3 -> 0-2)
+    ios, android, apple, iphone, orange = range(5)
+    words = np.array([ios, android, apple, iphone, apple, ios, apple, orange], np.int32)
+    z = np.array([3, 3, 1, 1, 1, 3, 2, 2], np.int32) - 1
+    counts = model.count(np.array([0, 2, 6, 8]), words, z, vocabulary=5, topics=3)
+    rows = [dict(zip(counts.a_idx[a:b] + 1, counts.a_val[a:b])) for a, b in zip(counts.a_ptr[:-1], counts.a_ptr[1:])]
+    assert rows == [{3: 2}, {1: 3, 3: 1}, {2: 2}]  # A_13 = 2; A_21 = 3, A_23 = 1; A_32 = 2
+    assert counts.b[apple].tolist() == [2, 1, 0] and counts.topic_totals.tolist() == [3, 2, 3]
+
+
+def test_sparse_branch_draws_the_exact_inverse_cdf_non_zero():
+    rng = np.random.default_rng(3)
+    topics, nnz = 200, 75
+    a_idx = np.sort(rng.choice(topics, nnz, replace=False)).astype(np.int32)
+    a_val = rng.integers(1, 5, nnz).astype(np.int32)
+    bhat_v = dyadic_weights(rng, topics) + np.float32(0.125)
+    products = np.empty(topics, np.float32)
+    prefix = np.empty(padded(topics), np.float32)
+    exact = np.cumsum(a_val * bhat_v[a_idx].astype(np.float64))
+    for u2 in rng.random(100).astype(np.float32):
+        k = model.sparse_draw(a_idx, a_val, 0, nnz, bhat_v, np.float32(0), np.float32(1), np.float32(0.5), u2,
+                              products, prefix)
+        assert k == a_idx[np.searchsorted(exact, u2 * np.float32(exact[-1]), side="left")]
+    # x on a prefix sum exactly: that non-zero, not the next (equal products 1/2, u2 = j / 64)
+    ones, halves = np.ones(64, np.int32), np.full(topics, 0.5, np.float32)
+    for j in range(1, 65):
+        k = model.sparse_draw(a_idx[:64], ones, 0, 64, halves, np.float32(0), np.float32(1), np.float32(0.5),
+                              np.float32(j / 64), products, prefix)
+        assert k == a_idx[j - 1]
+
+
+def _one_document(a_idx, a_val, bhat_v, tokens):
+    """tokens of one word in one document whose counts A_d are given (A read-only in the E-step)."""
+    counts = model.Counts(np.array([0, a_idx.size]), a_idx, a_val, np.zeros((1, bhat_v.size), np.int32),
+                          np.zeros(bhat_v.size, np.int64))
+    return counts, np.zeros(tokens, np.int32), np.zeros(tokens, np.int32)
+
+
+@pytest.mark.parametrize("kind", model.STRUCTURES)
+@pytest.mark.parametrize("topics", [5, 100, 3000])
+def test_e_step_draws_from_the_exact_conditional(kind, topics):
+    rng = np.random.default_rng(topics)
+    a_idx = np.sort(rng.choice(topics, min(topics, 12), replace=False)).astype(np.int32)
+    a_val = rng.integers(1, 20, a_idx.size).astype(np.int32)
+    bhat = (rng.random((1, topics)) + 0.05).astype(np.float32)
+    bhat /= bhat.sum()
+    tokens = 40_000
+    counts, doc_of, words = _one_document(a_idx, a_val, bhat[0], tokens)
+    z = model.e_step(np.arange(tokens), doc_of, words, counts, bhat, model.preprocess(bhat, kind), seed=11,
+                     iteration=2)
+    a_row = np.zeros(topics)
+    a_row[a_idx] = a_val
+    p = (a_row + model.alpha_of(topics)) * bhat[0]
+    p /= p.sum()
+    observed = np.bincount(z, minlength=topics)
+    # Pool the topics into bins of at least 20 expected draws, as chi-square needs.
+    order = np.argsort(p)
+    bins = np.minimum(np.cumsum(p[order]) * tokens // 20, tokens // 20 - 1).astype(int)
+    expected = np.bincount(bins, p[order] * tokens)
+    got = np.bincount(bins, observed[order])
+    assert chisquare(got[expected > 0], expected[expected > 0]).pvalue > 1e-4
+
+
+def test_topics_do_not_depend_on_the_order_tokens_are_visited_in():
+    rng = np.random.default_rng(0)
+    documents, vocabulary, topics = 60, 50, 70
+    lengths = rng.integers(1, 40, documents)
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)])
+    words = rng.integers(0, vocabulary, doc_ptr[-1]).astype(np.int32)
+    doc_of = np.repeat(np.arange(documents), lengths).astype(np.int32)
+    z = model.initial_topics(words.size, topics, seed=4)
+    counts = model.count(doc_ptr, words, z, vocabulary, topics)
+    bhat = model.b_hat(counts)
+    for kind in model.STRUCTURES:
+        structures_ = model.preprocess(bhat, kind)
+        by_document = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures_, 4, 0)
+        pdow = model.pdow_order(doc_ptr, words, chunks=4)
+        assert sorted(pdow) == list(range(words.size)) and not np.array_equal(pdow, np.arange(words.size))
+        assert np.array_equal(model.e_step(pdow, doc_of, words, counts, bhat, structures_, 4, 0), by_document)
+        assert not np.array_equal(model.e_step(pdow, doc_of, words, counts, bhat, structures_, 4, 1), by_document)
+
+
+def test_topic_counts_beyond_the_tree_are_one_line_errors():
+    with pytest.raises(BenchError, match="32,768"):
+        model.initial_topics(10, 32_769, seed=0)
+    assert model.initial_topics(10, 32_768, seed=0).max() < 32_768
