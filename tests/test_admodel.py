@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 from bench import harness
 from bench.errors import BenchError
 from impls.admodel import cpu, data, lbfgs
-from impls.admodel.suite import SUITE, _memory_check, evaluation_theta
+from impls.admodel.suite import SUITE, check_memory, evaluation_theta
 
 SCALE = 1 / 2048  # sim: 16,384 observations; real-like: 6,650
 
@@ -171,7 +171,7 @@ def test_lbfgs_stops_with_a_clear_error_on_a_non_finite_objective():
 def test_a_scale_beyond_host_memory_is_a_one_line_error_before_allocating():
     point = {"suite": "admodel", "backend": "cpu", "dataset": "sim", "scale": 64.0}
     with pytest.raises(BenchError, match="lower --scale"):
-        _memory_check([point])
+        check_memory([point])
 
 
 def test_bad_axis_values_are_one_line_errors():

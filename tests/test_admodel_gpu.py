@@ -8,7 +8,7 @@ import pytest
 
 from bench.errors import BenchError
 from impls.admodel import fit_suite, gpu
-from impls.admodel.suite import OP_VARIANTS, SUITE, _memory_check
+from impls.admodel.suite import OP_VARIANTS, SUITE, check_memory
 
 pytestmark = pytest.mark.gpu
 SCALE = 0.0003  # sim: 10,066 observations; real-like: 4,086
@@ -81,4 +81,4 @@ def test_a_scale_beyond_gpu_memory_is_a_one_line_error_before_allocating(monkeyp
     monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (1 << 28, 1 << 34))  # 256 MiB free
     point = {"suite": "admodel", "backend": "gpu", "dataset": "sim", "scale": 1.0}
     with pytest.raises(BenchError, match="on the GPU"):
-        _memory_check([point])
+        check_memory([point])

@@ -16,7 +16,7 @@ import math
 import numba
 import numpy as np
 
-from impls.admodel.data import PSI, Data
+from impls.admodel.data import MATERIAL, PLACEMENT, PSI, Data, log_mu
 
 LOG_FACTORIAL = np.array([0.0, 0.0, math.log(2.0), math.log(6.0)])  # Y is 0..3
 
@@ -88,8 +88,6 @@ def evaluate(data: Data, theta: np.ndarray, want_grad: bool, parallel: bool = Fa
 
 def plain(data: Data, theta: np.ndarray, psi: float = PSI):
     """(f, gradient) in plain numpy, for the tests."""
-    from impls.admodel.data import MATERIAL, PLACEMENT, log_mu
-
     shape, cov = data.shape, data.covariates
     offsets, n = shape.offsets, shape.factors
     eta = log_mu(theta, cov, shape)
@@ -113,8 +111,6 @@ def magnitudes(data: Data, theta: np.ndarray, psi: float = PSI):
     (sum of |terms| of f, its number of terms, the same per gradient entry). A sum of k
     terms each computed to within c u is within (k + c) u of the sum of their magnitudes
     (Higham, Thm 3.1 and its corollaries)."""
-    from impls.admodel.data import MATERIAL, PLACEMENT, log_mu
-
     shape, cov = data.shape, data.covariates
     offsets, n = shape.offsets, shape.factors
     eta = log_mu(theta, cov, shape)

@@ -13,7 +13,7 @@ import numpy as np
 
 from bench.suite import Defaults, Metric, Suite, Variant
 from impls.admodel import cpu, data, figures, lbfgs
-from impls.admodel.suite import DATASET, LAYOUT, PRECISIONS, SCALE, SOURCES, _memory_check, _precision
+from impls.admodel.suite import DATASET, LAYOUT, PRECISIONS, SCALE, SOURCES, check_memory, precision_axis
 
 FTOL, GTOL, MEMORY, MAX_ITERATIONS = 1e-12, 1e-5, 10, 2000
 WARM_UP_ITERATIONS = 2
@@ -157,7 +157,7 @@ class AdmodelFitSuite(Suite):
     description = "the ad-click model's MAP fit by L-BFGS to the optimum: scipy on CPU and GPU, ours on the GPU, torch"
     axes = (DATASET, replace(SCALE, default=lambda backend, given: "1" if backend == "gpu" else CPU_SCALE,
                              help="observations as a fraction of the thesis's (CPU default 1/256, GPU 1)"),
-            replace(LAYOUT, default="shuffled"), _precision("f64"))
+            replace(LAYOUT, default="shuffled"), precision_axis("f64"))
     variants = (
         Variant("scipy-cpu", "scipy L-BFGS-B on the numba reference on every core", devices=("cpu",)),
         Variant("scipy-gpu", "scipy L-BFGS-B on the fused GPU kernel: theta up and the gradient down per "
@@ -190,7 +190,7 @@ class AdmodelFitSuite(Suite):
         return None
 
     def check(self, points: list[dict]) -> None:
-        _memory_check(points)
+        check_memory(points)
 
     def prepare(self, point: dict) -> Workload:
         d = data.generate(point["dataset"], point["scale"], point["layout"])

@@ -19,8 +19,8 @@ import numpy as np
 from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
-from impls.admodel import cpu, data, figures, lbfgs
-from impls.admodel.data import BYTES_PER_OBSERVATION, PSI
+from impls.admodel import cpu, data, figures
+from impls.admodel.data import BYTES_PER_OBSERVATION
 
 PRECISIONS = {"f64": np.float64, "f32": np.float32}
 OPS = ("objective", "gradient", "both")
@@ -48,12 +48,12 @@ LAYOUT = Axis("layout", "shuffled,sorted", lambda s: parse_choices(s, data.LAYOU
               "observations in random order, or sorted by material, then placement")
 
 
-def _precision(default: str) -> Axis:
+def precision_axis(default: str) -> Axis:
     return Axis("precision", default, lambda s: parse_choices(s, PRECISIONS, "precision"),
                 "type of theta, gradient and arithmetic (the CPU references are float64)")
 
 
-def _memory_check(points: list[dict]) -> None:
+def check_memory(points: list[dict]) -> None:
     """A one-line error before anything is allocated when a point cannot fit."""
     largest = max(points, key=lambda p: data.observations(p["dataset"], p["scale"]))
     observations = data.observations(largest["dataset"], largest["scale"])
@@ -145,7 +145,7 @@ class AdmodelSuite(Suite):
     description = ("the Poisson MAP ad-click model of the thesis: its objective and gradient on the CPU and the "
                    "GPU (the thesis's kernels, ours), by layout, precision and L1 policy")
     axes = (
-        DATASET, SCALE, LAYOUT, _precision("f64,f32"),
+        DATASET, SCALE, LAYOUT, precision_axis("f64,f32"),
         Axis("op", "objective,gradient,both", lambda s: parse_choices(s, OPS, "op"),
              "what one call computes: f, its gradient, or both"),
         Axis("l1", "ldg,ldcg", lambda s: parse_choices(s, CACHE_POLICIES, "l1"),
@@ -201,7 +201,7 @@ class AdmodelSuite(Suite):
         return None
 
     def check(self, points: list[dict]) -> None:
-        _memory_check(points)
+        check_memory(points)
 
     def prepare(self, point: dict) -> Workload:
         d = data.generate(point["dataset"], point["scale"], point["layout"])
@@ -230,7 +230,7 @@ class AdmodelSuite(Suite):
     verify_axes = (
         Axis("dataset", "sim,real-like", lambda s: parse_choices(s, data.SHAPES, "dataset"), "data shape"),
         Axis("scale", "0.0005", lambda s: parse_floats(s, "scale", 1e-6, 64.0), "fraction of the thesis's size"),
-        LAYOUT, _precision("f64,f32"),
+        LAYOUT, precision_axis("f64,f32"),
         Axis("op", "objective,gradient,both", lambda s: parse_choices(s, OPS, "op"), "what is computed"),
         Axis("l1", "ldg,ldcg", lambda s: parse_choices(s, CACHE_POLICIES, "l1"), "GPU L1 policy"),
         Axis("block", "32,256", lambda s: parse_ints(s, "block", minimum=32, maximum=512), "GPU threads per block"),
