@@ -106,6 +106,22 @@ def test_counts_of_the_figure_1_example():
     assert counts.b[apple].tolist() == [2, 1, 0] and counts.topic_totals.tolist() == [3, 2, 3]
 
 
+@pytest.mark.parametrize("topics", [1, 7, 1000])
+def test_segmented_count_and_the_global_sort_rebuild_the_same_counts(topics):
+    rng = np.random.default_rng(topics)
+    lengths = rng.integers(0, 50, 80)  # empty documents too
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)])
+    words = rng.integers(0, 30, doc_ptr[-1]).astype(np.int32)
+    z = rng.integers(0, topics, doc_ptr[-1]).astype(np.int32)
+    ssc, by_sort = model.count(doc_ptr, words, z, 30, topics), model.count_by_sorting(doc_ptr, words, z, 30, topics)
+    for field in ("a_ptr", "a_idx", "a_val", "b", "topic_totals"):
+        assert np.array_equal(getattr(ssc, field), getattr(by_sort, field)), field
+    dense = np.zeros((80, topics), np.int64)
+    np.add.at(dense, (np.repeat(np.arange(80), lengths), z), 1)
+    assert ssc.a_val.sum() == z.size and np.array_equal(
+        dense[np.repeat(np.arange(80), np.diff(ssc.a_ptr)), ssc.a_idx], ssc.a_val)
+
+
 def test_sparse_branch_draws_the_exact_inverse_cdf_non_zero():
     rng = np.random.default_rng(3)
     topics, nnz = 200, 75

@@ -71,6 +71,19 @@ def count(doc_ptr: np.ndarray, words: np.ndarray, z: np.ndarray, vocabulary: int
     return Counts(a_ptr, a_idx[:filled].copy(), a_val[:filled].copy(), b, b.sum(axis=0, dtype=np.int64))
 
 
+def count_by_sorting(doc_ptr: np.ndarray, words: np.ndarray, z: np.ndarray, vocabulary: int,
+                     topics: int) -> Counts:
+    """The same counts as G0-G2 rebuild them: all tokens sorted by (document, topic) at once,
+    then the runs of equal keys (the rebuild that SSC replaces from G3 on)."""
+    doc_of = np.repeat(np.arange(doc_ptr.size - 1), np.diff(doc_ptr))
+    key = doc_of.astype(np.int64) * topics + z
+    keys, runs = np.unique(key, return_counts=True)  # a sort, then run lengths
+    a_ptr = np.searchsorted(keys // topics, np.arange(doc_ptr.size), side="left").astype(np.int64)
+    b = np.bincount(words.astype(np.int64) * topics + z, minlength=vocabulary * topics).astype(np.int32)
+    b = b.reshape(vocabulary, topics)
+    return Counts(a_ptr, (keys % topics).astype(np.int32), runs.astype(np.int32), b, b.sum(axis=0, dtype=np.int64))
+
+
 def b_hat(counts: Counts) -> np.ndarray:
     """Eq. 2 in float32: (B_vk + beta) / (n_k + V beta), with n_k + V beta = float32(n_k) +
     float32(V) * beta."""
