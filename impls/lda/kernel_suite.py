@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.corpus import cached_corpus
 from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite
 from impls.lda import drawz_cpu, model
 from impls.lda.drawz_gpu import STORAGES
-from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzSuite, corpus
+from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzSuite
 
 
 @dataclass
@@ -64,7 +65,7 @@ class LdaKernelSuite(DrawzSuite, Suite):
         return None
 
     def prepare(self, point: dict) -> Workload:
-        padded = corpus(point["dataset"], point["scale"]).padded(32)
+        padded = cached_corpus(point["dataset"], point["scale"]).padded(32)
         dtype = model.PRECISIONS[point["precision"]]
         rng = np.random.default_rng([0, point["K"]])
         K, M, V = point["K"], padded.num_docs, padded.vocab_size

@@ -3,12 +3,10 @@ whole (as the paper does: complete runs of all iterations) and by phase."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-from bench.corpus import CorpusError, catalogue, load_corpus
+from bench.corpus import cached_corpus, catalogue, is_synthetic, parse_datasets
 from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
@@ -18,28 +16,13 @@ WARP_SIZES = (8, 16, 32)
 SOURCES = ("impls/lda", "impls/cuda.py")
 
 
-def _parse_datasets(spec) -> list[str]:
-    names = [part for part in str(spec).replace(" ", "").split(",") if part]
-    known = catalogue()
-    for name in names:
-        if name not in known and not Path(name).exists():
-            raise BenchError(f"unknown dataset {name!r}; known: {', '.join(known)} (or a path)")
-    if not names:
-        raise BenchError("empty dataset spec")
-    return names
-
-
-def is_synthetic(dataset: str) -> bool:
-    return catalogue().get(dataset, {}).get("kind") == "synthetic"
-
-
 CPU_TOKENS = 30_727  # wiki-synth at scale 0.01: `bench sweep --k 4..1024` ends in minutes on 2 cores
 
 
 def _default_scale(backend: str, given: dict) -> str:
     """On a CPU a synthetic corpus shrinks to about CPU_TOKENS tokens (wiki-synth to
     scale 0.01, tiny not at all); a real corpus has only its own size."""
-    datasets = _parse_datasets(given.get("dataset", "wiki-synth"))
+    datasets = parse_datasets(given.get("dataset", "wiki-synth"))
     if backend != "cpu" or not all(is_synthetic(d) for d in datasets):
         return "1"
     return ",".join(dict.fromkeys(f"{min(1.0, CPU_TOKENS / catalogue()[d]['tokens']):.2g}" for d in datasets))
@@ -58,7 +41,7 @@ def gpu_warp_skip(point: dict) -> str | None:
     return None
 
 
-DATASET = Axis("dataset", "wiki-synth", _parse_datasets, "catalogue name or path")
+DATASET = Axis("dataset", "wiki-synth", parse_datasets, "catalogue name or path")
 SCALE = Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
              "shrink a synthetic corpus (CPU default: to about 30,000 tokens, 0.01 for wiki-synth; 1 on a GPU)")
 PRECISION = Axis("precision", "f32,f64", lambda s: parse_choices(s, model.PRECISIONS, "precision"),
@@ -77,14 +60,6 @@ class Prepared:
     iterate: Callable
 
 
-@lru_cache(maxsize=4)
-def corpus(dataset: str, scale: float):
-    try:
-        return load_corpus(dataset, scale=scale)
-    except CorpusError as error:
-        raise BenchError(str(error)) from error
-
-
 class DrawzSuite:
     """What both lda suites (lda, lda-kernels) share: their corpora are loaded (and so checked) before a
     sweep starts; `bench verify` runs every draw-z variant on fresh dyadic problems, z
@@ -92,7 +67,7 @@ class DrawzSuite:
 
     def check(self, points: list[dict]) -> None:
         for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
-            corpus(dataset, scale)
+            cached_corpus(dataset, scale)
 
     verify_axes = (
         Axis("K", "1..70", lambda s: parse_ints(s, "K"), "every K of A..B", aliases=("k",)),
@@ -153,7 +128,7 @@ class LdaSuite(DrawzSuite, Suite):
         return gpu_warp_skip(point)
 
     def prepare(self, point: dict) -> Prepared:
-        work = model.make_workload(corpus(point["dataset"], point["scale"]), point["K"], point["W"],
+        work = model.make_workload(cached_corpus(point["dataset"], point["scale"]), point["K"], point["W"],
                                    point["precision"], point["update"])
         if point["backend"] == "gpu":
             from impls.lda import model_gpu
