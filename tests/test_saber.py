@@ -198,3 +198,27 @@ def test_topic_counts_beyond_the_tree_are_one_line_errors():
     with pytest.raises(BenchError, match="32,768"):
         model.initial_topics(10, 32_769, seed=0)
     assert model.initial_topics(10, 32_768, seed=0).max() < 32_768
+
+
+def test_stages_with_one_structure_draw_the_same_topics_and_the_suite_sweeps(tmp_path):
+    from bench import harness
+    from bench.timing import RunContext
+    from impls.saber.suite import SUITE, iterate
+
+    point = {"suite": "saber", "backend": "cpu", "dataset": "tiny", "scale": 1.0, "K": 70, "iterations": 2,
+             "chunks": 3}
+    work = SUITE.prepare(point)
+    topics = {}
+    for stage in ("G0", "G1", "G2", "G3", "G4"):
+        ctx = RunContext("cpu")
+        with ctx.timed():
+            topics[stage], _ = iterate(work, stage, ctx)
+        assert [row["iteration"] for row in ctx.series] == [1, 2] and set(ctx.phases) == set(SUITE.phases)
+    assert np.array_equal(topics["G0"], topics["G1"])  # PDOW only reorders
+    assert np.array_equal(topics["G2"], topics["G3"]) and np.array_equal(topics["G2"], topics["G4"])
+    assert not np.array_equal(topics["G0"], topics["G2"])  # alias and tree map u2 to topics differently
+    settings = harness.Settings(repeats=1, warmup=0, out_dir=tmp_path)
+    assert harness.sweep(harness.plan(SUITE, {"dataset": "tiny", "K": "5,70", "iterations": "1"}, "cpu"),
+                         settings) == 0
+    with pytest.raises(BenchError, match="32768"):
+        harness.plan(SUITE, {"K": "40000"}, "cpu")

@@ -1,0 +1,126 @@
+"""The `saber` suite: SaberLDA's sparsity-aware LDA (ESCA) by stage, G0 to G4, each a variant.
+So far the CPU twins only (numba, impls/saber/model.py); the GPU kernels come next.
+
+A stage is (token order, per-word structure, how A is rebuilt):
+G0 document order, alias table, one global sort; G1 PDOW (partition by document, order by
+word), alias, sort; G2 PDOW, W-ary tree, sort; G3 PDOW, tree, segmented count (SSC); G4 as
+G3 with asynchronous workers on the GPU (the same computation on the CPU). The topics do
+not depend on the order (counter-based uniforms per token), so G0 and G1 draw the same
+topics, and G2, G3 and G4 the same. Each iteration is timed by phase: preprocess (B^ and
+the structures), sample (the E-step), rebuild (A and B from z).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.corpus import cached_corpus, is_synthetic, parse_datasets
+from bench.specs import parse_floats, parse_ints
+from bench.suite import Axis, Defaults, Metric, Suite, Variant
+from impls.saber import model
+from impls.saber.structures import MAX_TOPICS
+
+STAGES = {  # variant: (PDOW order, structure, rebuild by SSC)
+    "G0": (False, "alias", False),
+    "G1": (True, "alias", False),
+    "G2": (True, "tree", False),
+    "G3": (True, "tree", True),
+    "G4": (True, "tree", True),
+}
+DOCS = {"G0": "document order, alias tables, counts by one global sort",
+        "G1": "G0 + PDOW: tokens partitioned by document into chunks, ordered by word inside a chunk",
+        "G2": "G1 with the W-ary tree (W = 32) instead of the alias table",
+        "G3": "G2 + SSC: A rebuilt by a segmented count per document",
+        "G4": "G3 + asynchronous workers (GPU); on the CPU the same computation as G3"}
+SEED = 0
+
+
+def _default_scale(backend: str, given: dict) -> str:
+    """nytimes-synth shrinks to 100,000 tokens on a CPU; real corpora have their own size."""
+    datasets = parse_datasets(given.get("dataset", "nytimes-synth"))
+    if backend == "cpu" and all(is_synthetic(d) for d in datasets):
+        return "0.001"
+    return "1"
+
+
+@dataclass
+class Workload:
+    doc_ptr: np.ndarray
+    words: np.ndarray
+    doc_of: np.ndarray
+    vocabulary: int
+    topics: int
+    iterations: int
+    pdow: np.ndarray  # token ids in PDOW order (the layout is prepared once, untimed)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.words.size)
+
+
+class SaberSuite(Suite):
+    name = "saber"
+    description = "SaberLDA's sparsity-aware LDA by stage (G0-G4); so far the CPU twins"
+    axes = (
+        Axis("dataset", "nytimes-synth", parse_datasets, "catalogue name or path"),
+        Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
+             "shrink a synthetic corpus (CPU default 0.001: 100,000 tokens of nytimes-synth)"),
+        Axis("K", lambda backend, given: "100,1000", lambda s: parse_ints(s, "K", maximum=MAX_TOPICS),
+             "number of topics (1 to 32,768: the W-ary tree's four levels)", aliases=("k",)),
+        Axis("iterations", lambda backend, given: "3" if backend == "cpu" else "100",
+             lambda s: parse_ints(s, "iterations"), "E- and M-steps per run"),
+        Axis("chunks", "4", lambda s: parse_ints(s, "chunks"), "PDOW partitions of the documents", tune=True),
+    )
+    variants = tuple(Variant(name, doc) for name, doc in DOCS.items())
+    reference = "G0"
+    phases = ("preprocess", "sample", "rebuild")
+    metrics = (
+        Metric("tokens_per_s", "tokens/s", better="higher", help="tokens x iterations / seconds"),
+        Metric("final_kd_mean", "", help="mean non-zeros per row of A at the end (drives the sampling cost)"),
+        Metric("kd_mean", "", per="iteration", help="mean non-zeros per row of A after the iteration"),
+    )
+    sources = ("impls/saber",)
+
+    def defaults(self, backend: str) -> Defaults:
+        return Defaults(repeats=3, warmup=1, note="CPU default: nytimes-synth at 100,000 tokens, K = 100 and 1000, "
+                        "3 iterations, the numba twins")
+
+    def check(self, points: list[dict]) -> None:
+        for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
+            cached_corpus(dataset, scale)
+
+    def prepare(self, point: dict) -> Workload:
+        corpus = cached_corpus(point["dataset"], point["scale"])
+        doc_of = np.repeat(np.arange(corpus.num_docs, dtype=np.int32), corpus.lengths)
+        return Workload(corpus.doc_ptr, corpus.words, doc_of, corpus.vocab_size, point["K"], point["iterations"],
+                        model.pdow_order(corpus.doc_ptr, corpus.words, point["chunks"]))
+
+    def run(self, work: Workload, variant: str, ctx) -> dict:
+        return {"final_kd_mean": iterate(work, variant, ctx)[1]}
+
+    def derived(self, work: Workload, row: dict) -> dict:
+        return {"tokens_per_s": work.tokens * work.iterations / row["seconds"]}
+
+
+def iterate(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
+    """All the iterations of a stage from the seeded initial topics: (z, final kd_mean)."""
+    pdow, structure, ssc = STAGES[variant]
+    rebuild = model.count if ssc else model.count_by_sorting
+    order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)
+    documents = work.doc_ptr.size - 1
+    with ctx.untimed():
+        z = model.initial_topics(work.tokens, work.topics, SEED)
+        counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
+    for iteration in range(work.iterations):
+        with ctx.phase("preprocess"):
+            bhat = model.b_hat(counts)
+            structures = model.preprocess(bhat, structure)
+        with ctx.phase("sample"):
+            z = model.e_step(order, work.doc_of, work.words, counts, bhat, structures, SEED, iteration)
+        with ctx.phase("rebuild"):
+            counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
+        ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
+    return z, counts.a_idx.size / documents
+
+
+SUITE = SaberSuite()
