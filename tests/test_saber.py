@@ -217,8 +217,27 @@ def test_stages_with_one_structure_draw_the_same_topics_and_the_suite_sweeps(tmp
     assert np.array_equal(topics["G0"], topics["G1"])  # PDOW only reorders
     assert np.array_equal(topics["G2"], topics["G3"]) and np.array_equal(topics["G2"], topics["G4"])
     assert not np.array_equal(topics["G0"], topics["G2"])  # alias and tree map u2 to topics differently
-    settings = harness.Settings(repeats=1, warmup=0, out_dir=tmp_path)
+    settings = harness.Settings(repeats=2, warmup=0, out_dir=tmp_path / "results" / "cpu-test")
     assert harness.sweep(harness.plan(SUITE, {"dataset": "tiny", "K": "5,70", "iterations": "1"}, "cpu"),
                          settings) == 0
+    from bench.figures import render_all
+
+    names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures", [SUITE])}
+    assert {"fig9-phases-by-stage-dataset-tiny-K-5.png", "fig9-phases-by-stage-dataset-tiny-K-70.png",
+            "saber-throughput-vs-k.png"} <= names, names
     with pytest.raises(BenchError, match="32768"):
         harness.plan(SUITE, {"K": "40000"}, "cpu")
+
+
+def test_stage_changes_are_ratios_within_a_repeat():
+    import pandas as pd
+
+    from impls.saber.figures import stage_changes
+
+    rows = []
+    for repeat, scale in enumerate((1.0, 3.0)):  # a slower repeat moves every stage alike
+        for stage, sample in (("G0", 10.0), ("G1", 6.0)):
+            rows.append({"run_id": "r", "group": "g", "repeat": repeat, "variant": stage, "seconds": 20 * scale,
+                         "sample_s": sample * scale, "rebuild_s": 1.0, "preprocess_s": 1.0})
+    changes = {what: (paper, ours) for what, paper, ours in stage_changes(pd.DataFrame(rows))}
+    assert changes == {"SL1 PDOW: sampling": (-0.40, pytest.approx(-0.40))}

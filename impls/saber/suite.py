@@ -16,8 +16,8 @@ import numpy as np
 
 from bench.corpus import cached_corpus, is_synthetic, parse_datasets
 from bench.specs import parse_floats, parse_ints
-from bench.suite import Axis, Defaults, Metric, Suite, Variant
-from impls.saber import model
+from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
+from impls.saber import figures, model
 from impls.saber.structures import MAX_TOPICS
 
 STAGES = {  # variant: (PDOW order, structure, rebuild by SSC)
@@ -79,6 +79,8 @@ class SaberSuite(Suite):
         Metric("final_kd_mean", "", help="mean non-zeros per row of A at the end (drives the sampling cost)"),
         Metric("kd_mean", "", per="iteration", help="mean non-zeros per row of A after the iteration"),
     )
+    plots = (Plot("saber-throughput-vs-k", "Tokens per second against K by stage", x="K", y="tokens_per_s",
+                  logx=True),)
     sources = ("impls/saber",)
 
     def defaults(self, backend: str) -> Defaults:
@@ -100,6 +102,9 @@ class SaberSuite(Suite):
 
     def derived(self, work: Workload, row: dict) -> dict:
         return {"tokens_per_s": work.tokens * work.iterations / row["seconds"]}
+
+    def render_figures(self, df, series, meta: dict, outdir) -> list:
+        return figures.render_figures(df, meta, outdir)
 
 
 def iterate(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
