@@ -86,24 +86,29 @@ def evaluate(data: Data, theta: np.ndarray, want_grad: bool, parallel: bool = Fa
     return f, (grad + theta / psi if want_grad else None)
 
 
-def plain(data: Data, theta: np.ndarray, psi: float = PSI):
-    """(f, gradient) in plain numpy, for the tests."""
+def scatter(data: Data, residual: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The data part of the gradient in numpy: each observation's residual added to the
+    intercept and its five effects, and times the other factor row to each factor row."""
     shape, cov = data.shape, data.covariates
     offsets, n = shape.offsets, shape.factors
-    eta = log_mu(theta, cov, shape)
-    mu = np.exp(eta)
-    w, y = data.w.astype(np.float64), data.y.astype(np.float64)
-    f = -np.sum(w * (y * eta - mu - LOG_FACTORIAL[data.y])) + theta @ theta / (2 * psi) + prior_constant(theta.size, psi)
-    residual = -w * (y - mu)
-    grad = theta / psi
-    grad[0] += residual.sum()
+    grad = np.zeros(theta.size)
+    grad[0] = residual.sum()
     for cls in range(5):
         grad += np.bincount(offsets[cls] + cov[cls], residual, theta.size)
     rows_m = offsets[5] + cov[MATERIAL][:, None] * n + np.arange(n)
     rows_p = offsets[6] + cov[PLACEMENT][:, None] * n + np.arange(n)
-    grad += np.bincount(rows_m.ravel(), (residual[:, None] * theta[rows_p]).ravel(), theta.size)
-    grad += np.bincount(rows_p.ravel(), (residual[:, None] * theta[rows_m]).ravel(), theta.size)
-    return f, grad
+    for rows, other in ((rows_m, rows_p), (rows_p, rows_m)):
+        grad += np.bincount(rows.ravel(), (residual[:, None] * theta[other]).ravel(), theta.size)
+    return grad
+
+
+def plain(data: Data, theta: np.ndarray, psi: float = PSI):
+    """(f, gradient) in plain numpy, for the tests."""
+    eta = log_mu(theta, data.covariates, data.shape)
+    mu = np.exp(eta)
+    w, y = data.w.astype(np.float64), data.y.astype(np.float64)
+    f = -np.sum(w * (y * eta - mu - LOG_FACTORIAL[data.y])) + theta @ theta / (2 * psi) + prior_constant(theta.size, psi)
+    return f, theta / psi + scatter(data, -w * (y - mu), theta)
 
 
 def magnitudes(data: Data, theta: np.ndarray, psi: float = PSI):
@@ -111,22 +116,10 @@ def magnitudes(data: Data, theta: np.ndarray, psi: float = PSI):
     (sum of |terms| of f, its number of terms, the same per gradient entry). A sum of k
     terms each computed to within c u is within (k + c) u of the sum of their magnitudes
     (Higham, Thm 3.1 and its corollaries)."""
-    shape, cov = data.shape, data.covariates
-    offsets, n = shape.offsets, shape.factors
-    eta = log_mu(theta, cov, shape)
+    eta = log_mu(theta, data.covariates, data.shape)
     w, y = data.w.astype(np.float64), data.y.astype(np.float64)
     f_magnitude = (np.sum(w * (np.abs(y * eta) + np.exp(eta) + LOG_FACTORIAL[data.y])) + theta @ theta / (2 * psi)
                    + abs(prior_constant(theta.size, psi)))
-    residual = np.abs(w * (y - np.exp(eta)))
-    g_magnitude, g_terms = np.abs(theta) / psi, np.ones(theta.size)
-    g_magnitude[0] += residual.sum()
-    g_terms[0] += y.size
-    for cls in range(5):
-        g_magnitude += np.bincount(offsets[cls] + cov[cls], residual, theta.size)
-        g_terms += np.bincount(offsets[cls] + cov[cls], minlength=theta.size)
-    rows_m = offsets[5] + cov[MATERIAL][:, None] * n + np.arange(n)
-    rows_p = offsets[6] + cov[PLACEMENT][:, None] * n + np.arange(n)
-    for rows, other in ((rows_m, rows_p), (rows_p, rows_m)):
-        g_magnitude += np.bincount(rows.ravel(), (residual[:, None] * np.abs(theta[other])).ravel(), theta.size)
-        g_terms += np.bincount(rows.ravel(), minlength=theta.size)
+    g_magnitude = np.abs(theta) / psi + scatter(data, np.abs(w * (y - np.exp(eta))), np.abs(theta))
+    g_terms = 1 + scatter(data, np.ones(y.size), np.ones(theta.size))  # the prior's term and one per observation
     return f_magnitude, y.size + theta.size, g_magnitude, g_terms

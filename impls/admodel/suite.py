@@ -90,8 +90,19 @@ class Workload:
     block: int
 
 
-def _upload(work: Workload, precision: str) -> None:
-    """The workload's observations and theta to the GPU, and the observations bucketed (timed)."""
+def _cpu_setting(point: dict) -> bool:
+    """The one setting of the GPU-only axes at which the CPU references are measured."""
+    return point["precision"] == "f64" and point["l1"] == "ldg" and point["block"] == 256
+
+
+def host(array) -> np.ndarray:
+    """A CuPy array copied to the host; a numpy array as it is."""
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
+def _upload(work: Workload, precision: str, bucketed: bool) -> None:
+    """The workload's observations and theta to the GPU, and, where fused-bucketed needs them,
+    the observations bucketed (timed: setup_s)."""
     import cupy
 
     from impls.admodel import gpu
@@ -99,6 +110,8 @@ def _upload(work: Workload, precision: str) -> None:
 
     work.device_data = gpu.upload(work.data)
     work.device_theta = cupy.asarray(work.theta, PRECISIONS[precision])
+    if not bucketed:
+        return
     clock = CudaClock()
     start = clock.mark()
     work.bucketed = gpu.bucket(work.device_data)
@@ -130,7 +143,7 @@ def errors(f, grad, reference: tuple) -> dict:
     if f is not None:
         values["f_rel_error"] = abs(float(f) - reference[0]) / abs(reference[0])
     if grad is not None:
-        grad = grad.get() if hasattr(grad, "get") else grad
+        grad = host(grad)
         values["grad_rel_error"] = float(np.abs(grad - reference[1]).max() / np.abs(reference[1]).max())
     return values
 
@@ -189,14 +202,14 @@ class AdmodelSuite(Suite):
         return Defaults(repeats=3, warmup=1, note="CPU default: scale 1/64, float64, the two numba references")
 
     def skip(self, point: dict) -> str | None:
-        if point["backend"] == "cpu" and (point["precision"] != "f64" or point["l1"] != "ldg" or point["block"] != 256):
+        if point["backend"] == "cpu" and not _cpu_setting(point):
             return "the CPU references are float64 and have no L1 policy or block size"
         return None
 
     def skip_variant(self, point: dict, variant: str) -> str | None:
         if variant not in OP_VARIANTS[point["op"]]:
             return f"does not compute op={point['op']}"
-        if variant in CPU_VARIANTS and (point["precision"] != "f64" or point["l1"] != "ldg" or point["block"] != 256):
+        if variant in CPU_VARIANTS and not _cpu_setting(point):
             return "the CPU references run once per point: float64, l1=ldg, block=256"
         return None
 
@@ -209,7 +222,7 @@ class AdmodelSuite(Suite):
         reference = cpu.evaluate(d, theta, True, parallel=True)
         work = Workload(d, None, None, 0.0, theta, None, reference, point["op"], point["l1"], point["block"])
         if point["backend"] == "gpu":
-            _upload(work, point["precision"])
+            _upload(work, point["precision"], "fused-bucketed" in OP_VARIANTS[point["op"]])
         return work
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
@@ -249,12 +262,12 @@ class AdmodelSuite(Suite):
         work = Workload(case["data"], None, None, 0.0, case["theta"], None, case["reference"], case["op"], case["l1"],
                         case["block"])
         if device == "gpu":
-            _upload(work, case["precision"])
+            _upload(work, case["precision"], variant == "fused-bucketed")
         f, grad = evaluate(work, variant)
         if variant in OP_VARIANTS["objective"] and case["op"] != "objective":
             f = None  # the CPU references compute f beside the gradient: checked at op=objective
         return (None if f is None else float(f),
-                None if grad is None else np.asarray(grad.get() if hasattr(grad, "get") else grad, np.float64))
+                None if grad is None else host(grad).astype(np.float64))
 
     def agrees(self, case: dict, got, alpha: float) -> tuple[bool, str]:
         """Each value within a bound on its rounding, relative to the sum of its terms'
