@@ -75,9 +75,22 @@ def _grid(observations: int, block: int) -> int:
     return max(1, min(-(-observations // block), multiprocessors() * (THREADS_PER_SM // block)))
 
 
-def _launch(name: str, dev: DeviceData, theta, cache_policy: str, block: int, *outputs, shared: int = 0):
+def _shared_bytes(name: str, block: int, itemsize: int) -> int:
+    """Dynamic shared memory of a launch: grad_block keeps a key and N values per thread;
+    grad_warp and fused two stages per warp of 32 rows of N + 1 values."""
+    if name == "grad_block":
+        return block * (4 + FACTORS * itemsize)
+    if name in ("grad_warp", "fused"):
+        return 2 * block * (FACTORS + 1) * itemsize
+    return 0
+
+
+def _launch(name: str, dev: DeviceData, theta, cache_policy: str, block: int, *outputs):
     kernel = raw_kernel(KERNEL_SOURCE, f"admodel_{name}_{PRECISION[theta.dtype]}_n{FACTORS}_{cache_policy}")
     grid = _grid(dev.observations, block)
+    shared = _shared_bytes(name, block, theta.itemsize)
+    if shared > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
+        kernel.max_dynamic_shared_size_bytes = shared
     args = (theta, dev.covariates, dev.y, dev.w, np.int64(dev.observations), *(np.int32(o) for o in dev.offsets))
     kernel((grid,), (block,), (*args, *outputs), shared_mem=shared)
 
@@ -105,9 +118,7 @@ def objective(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 25
 def gradient(variant: str, dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, psi: float = PSI):
     """The gradient at theta: the prior part, then the data part by one of GRADIENTS."""
     grad = theta / theta.dtype.type(psi)
-    # grad-block: per thread one key and N values in shared memory.
-    shared = block * (4 + FACTORS * theta.itemsize) if variant == "grad-block" else 0
-    _launch(GRADIENTS[variant], dev, theta, cache_policy, block, grad, shared=shared)
+    _launch(GRADIENTS[variant], dev, theta, cache_policy, block, grad)
     return grad
 
 

@@ -3,7 +3,7 @@
 #
 #   bash impls/admodel/gpu_check.sh check   # GPU tests, bench verify, compute-sanitizer, registers
 #   bash impls/admodel/gpu_check.sh sweep   # the benchmark: every op, layout, precision, L1 policy
-#   bash impls/admodel/gpu_check.sh fit     # L-BFGS to the optimum, four routes
+#   bash impls/admodel/gpu_check.sh fit     # L-BFGS to the optimum, four routes ($FIT_ARGS: bench options)
 #   bash impls/admodel/gpu_check.sh profile # ncu on the kernels (profile_kernels.py's workload)
 #
 # Run from the repository root with $OUT set (the device tool's output folder). Results
@@ -32,7 +32,7 @@ print(pd.DataFrame(gpu.kernel_resources()).T.to_string())"
       step python3 -m bench sweep admodel --backend gpu --out $DIR
       ;;
     fit)
-      step python3 -m bench sweep admodel-fit --backend gpu --out $DIR
+      step python3 -m bench sweep admodel-fit --backend gpu --out $DIR ${FIT_ARGS:-}
       ;;
     profile)
       mkdir -p "$DIR/logs"

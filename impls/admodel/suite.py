@@ -174,8 +174,8 @@ class AdmodelSuite(Suite):
         Variant("grad-atomic", "the thesis's naive gradient: 5 + 2N atomicAdds per observation", devices=("gpu",)),
         Variant("grad-block", "the thesis's improved gradient: equal indices summed per block in shared memory "
                 "(O(B^2)), one atomic each", devices=("gpu",)),
-        Variant("grad-warp", "ours: lanes of a warp with equal indices combine by shuffles (__match_any_sync), "
-                "one atomic per distinct index", devices=("gpu",)),
+        Variant("grad-warp", "ours: lanes of a warp with equal indices combine (__match_any_sync), one atomic "
+                "per distinct index; factor rows read and added a whole row per 10 lanes", devices=("gpu",)),
         Variant("two-pass", "f and gradient as the thesis: the objective kernel, then grad-atomic",
                 devices=("gpu",)),
         Variant("fused", "ours: f and gradient in one pass over the observations (grad-warp's scatter)",

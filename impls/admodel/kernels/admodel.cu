@@ -16,11 +16,22 @@
 //                           (5 + 2N per observation), the intercept by a block sum
 //   admodel_grad_block_*    the thesis's improved gradient: a block aggregates equal indices
 //                           in shared memory (O(B^2) compares) and the first occurrence adds
-//   admodel_grad_warp_*     ours: lanes with equal indices (__match_any_sync) combine by
-//                           shuffles, one atomic per distinct index of a warp
+//   admodel_grad_warp_*     ours: lanes with equal indices (__match_any_sync) combine, one
+//                           atomic per distinct index of a warp; the factor rows are read
+//                           and added a whole row per N adjacent lanes (through a stage in
+//                           shared memory), not an element per lane
 //   admodel_fused_*         ours: grad_warp and the objective in one pass over the data
 
 #define FULL_MASK 0xffffffffu
+
+// Registers per thread, per kernel: the caps that ran fastest in profile_kernels.py's scan
+// on an H200 (sim, scale 1, float64; fewer registers, more warps to hide the gathers'
+// latency). The scan compiles with -DREGISTERS=<cap> to put one cap on every kernel.
+#ifdef REGISTERS
+#define CAP(registers) __maxnreg__(REGISTERS)
+#else
+#define CAP(registers) __maxnreg__(registers)
+#endif
 
 template <bool L1, typename T> __device__ __forceinline__ T load(const T* p) {
   return L1 ? __ldg(p) : __ldcg(p);
@@ -54,14 +65,16 @@ struct Offsets {
   int d, f, m, r, p, mp, pm;
 };
 
-// One observation: its covariates and log mu; a and b point at its two factor rows.
+// One observation: its covariates and log mu (without the factor rows' product until a
+// kernel adds it); a and b point at its two factor rows. Lanes past the end keep the
+// defaults: keys -1 and weight 0, so that their residual and loss are 0.
 template <typename T, int N, bool L1> struct Observation {
-  int d, f, m, r, p, y;
-  T w, eta;
-  const T *a, *b;
+  int d = -1, f = -1, m = -1, r = -1, p = -1, y = 0;
+  T w = 0, eta = 0;
+  const T *a = nullptr, *b = nullptr;
 
-  __device__ Observation(const T* theta, const int* cov, const signed char* y_, const short* w_, long long n,
-                         long long i, Offsets o) {
+  __device__ void read(const T* theta, const int* cov, const signed char* y_, const short* w_, long long n,
+                       long long i, Offsets o) {
     d = load<L1>(cov + i);
     f = load<L1>(cov + n + i);
     m = load<L1>(cov + 2 * n + i);
@@ -73,6 +86,9 @@ template <typename T, int N, bool L1> struct Observation {
     b = theta + o.pm + (long long)p * N;
     eta = load<L1>(theta) + load<L1>(theta + o.d + d) + load<L1>(theta + o.f + f) + load<L1>(theta + o.m + m) +
           load<L1>(theta + o.r + r) + load<L1>(theta + o.p + p);
+  }
+  // The thesis's way: this thread reads both rows itself, an element at a time.
+  __device__ void add_own_rows() {
 #pragma unroll
     for (int k = 0; k < N; ++k) eta += load<L1>(a + k) * load<L1>(b + k);
   }
@@ -87,7 +103,9 @@ __device__ void objective(const T* theta, const int* cov, const signed char* y, 
                           Offsets o, T* partials) {
   T total = 0;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    Observation<T, N, L1> obs(theta, cov, y, w, n, i, o);
+    Observation<T, N, L1> obs;
+    obs.read(theta, cov, y, w, n, i, o);
+    obs.add_own_rows();
     total += obs.loss(obs.mu());
   }
   total = block_sum(total);
@@ -100,7 +118,9 @@ __device__ void grad_atomic(const T* theta, const int* cov, const signed char* y
                             Offsets o, T* grad) {
   T intercept = 0;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    Observation<T, N, L1> obs(theta, cov, y, w, n, i, o);
+    Observation<T, N, L1> obs;
+    obs.read(theta, cov, y, w, n, i, o);
+    obs.add_own_rows();
     const T res = obs.residual(obs.mu());
     intercept += res;
     atomicAdd(grad + o.d + obs.d, res);
@@ -161,7 +181,9 @@ __device__ void grad_block(const T* theta, const int* cov, const signed char* y,
     T res = 0, pa[N] = {}, pb[N] = {};
     int idx[5] = {-1, -1, -1, -1, -1};
     if (valid) {
-      Observation<T, N, L1> obs(theta, cov, y, w, n, i, o);
+      Observation<T, N, L1> obs;
+      obs.read(theta, cov, y, w, n, i, o);
+      obs.add_own_rows();
       res = obs.residual(obs.mu());
       idx[0] = obs.d; idx[1] = obs.f; idx[2] = obs.m; idx[3] = obs.r; idx[4] = obs.p;
 #pragma unroll
@@ -182,78 +204,118 @@ __device__ void grad_block(const T* theta, const int* cov, const signed char* y,
 }
 
 // ---------------------------------------------------------------------------
-// Ours: warp-aggregated atomics. The lanes of a warp holding the same key (-1: none)
-// add their V values into target[key * V ..] with one atomic per distinct key: the
-// lowest lane of each group sums the group's values and adds. Warp-uniform choice of
-// how: by shuffles pulling one peer's values at a time (as many steps as the largest
-// group has lanes but one: few in shuffled data), or, where every group is a run of
-// adjacent lanes (sorted data) with more than SCAN_FROM lanes, by a segmented suffix
-// sum in 5 steps.
+// Ours: warp-aggregated atomics, and the factor rows moved a whole row per N adjacent lanes
+// through a stage in shared memory.
+//
+// warp_aggregate: the lanes of a warp holding the same key combine their values; the
+// lowest lane of each group (the leader, for which it returns true) gets the group's sum.
+// Warp-uniform choice of how: by shuffles pulling one peer's value at a time (as many
+// steps as the largest group has lanes but one: few in shuffled data), or, where every
+// group is a run of adjacent lanes (sorted data) with more than SCAN_FROM lanes, by a
+// segmented suffix sum in 5 steps.
 #define SCAN_FROM 6
-template <typename T, int V>
-__device__ void warp_aggregate(unsigned peers, int key, const T* mine, T* target) {
+template <typename T>
+__device__ bool warp_aggregate(unsigned peers, T mine, T& sum) {
   const int lane = threadIdx.x & 31;
   const int leader = __ffs(peers) - 1, last = 31 - __clz(peers);
   const unsigned largest = __reduce_max_sync(FULL_MASK, __popc(peers));
-  T sum[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) sum[k] = mine[k];
+  sum = mine;
   if (largest > SCAN_FROM && __all_sync(FULL_MASK, (peers >> leader) == (0xffffffffu >> (31 - last + leader)))) {
     for (int offset = 1; offset < 32; offset <<= 1) {
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const T value = __shfl_down_sync(FULL_MASK, sum[k], offset);
-        if (lane + offset <= last) sum[k] += value;  // sum[k]: lanes lane..last of the group
-      }
+      const T value = __shfl_down_sync(FULL_MASK, sum, offset);
+      if (lane + offset <= last) sum += value;  // sum: lanes lane..last of the group
     }
   } else {
     unsigned others = lane == leader ? peers & (peers - 1) : 0u;  // the leader's peers but itself
     for (unsigned step = 1; step < largest; ++step) {
-      const int source = others ? __ffs(others) - 1 : lane;
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const T value = __shfl_sync(FULL_MASK, mine[k], source);
-        if (others) sum[k] += value;
-      }
+      const T value = __shfl_sync(FULL_MASK, mine, others ? __ffs(others) - 1 : lane);
+      if (others) sum += value;
       others &= others - 1;
     }
   }
-  if (lane == leader && key >= 0)
-#pragma unroll
-    for (int k = 0; k < V; ++k) atomicAdd(target + (long long)key * V + k, sum[k]);
+  return lane == leader;
 }
 
+// A warp's stage: 32 rows of N values and the row's residual (slot N), N + 1 apart so
+// that the lanes' rows fall in distinct banks.
+template <int N> __device__ __forceinline__ int stage_slot(int row, int k) { return row * (N + 1) + k; }
+
+// Row `lane` of the stage = rows[key * N ..] of the lane's key (0 where key < 0). Element
+// s of the warp's 32 x N is read by lane s % 32 in step s / 32, so that N adjacent lanes
+// read a whole row: a request per sector of the row, not one per lane and element as a
+// thread reading its own row makes.
+template <typename T, int N, bool L1>
+__device__ void gather_rows(const T* rows, int key, T* stage) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll 5
+  for (int step = 0; step < N; ++step) {
+    const int s = step * 32 + lane, owner = s / N, k = s % N;
+    const int owner_key = __shfl_sync(FULL_MASK, key, owner);
+    stage[stage_slot<N>(owner, k)] = owner_key >= 0 ? load<L1>(rows + (long long)owner_key * N + k) : T(0);
+  }
+}
+
+// The gradient of a factor class: target[key * N + k] += the sum over the lanes with the
+// key of residual * other row[k] (`other`: the stage of the other class's rows, with the
+// residuals). Laid out as gather_rows reads: the lane for (row, k) of a group's leader
+// sums over the group in shared memory and adds once.
+template <typename T, int N>
+__device__ void add_row_gradient(T* target, unsigned peers, int key, const T* other) {
+  const int lane = threadIdx.x & 31;
+  const bool leader = (peers & ((1u << lane) - 1)) == 0;
+#pragma unroll 1
+  for (int step = 0; step < N; ++step) {
+    const int s = step * 32 + lane, owner = s / N, k = s % N;
+    const int owner_key = __shfl_sync(FULL_MASK, leader ? key : -1, owner);
+    const unsigned group = __shfl_sync(FULL_MASK, peers, owner);
+    if (owner_key >= 0) {
+      T sum = 0;
+      for (unsigned rest = group; rest; rest &= rest - 1) {
+        const int j = __ffs(rest) - 1;
+        sum += other[stage_slot<N>(j, N)] * other[stage_slot<N>(j, k)];
+      }
+      atomicAdd(target + (long long)owner_key * N + k, sum);
+    }
+  }
+}
+
+// Dynamic shared memory: two stages per warp, 2 * blockDim.x * (N + 1) values.
 template <typename T, int N, bool L1, bool WANT_F>
 __device__ void fused(const T* theta, const int* cov, const signed char* y, const short* w, long long n,
                       Offsets o, T* grad, T* partials) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const int lane = threadIdx.x & 31;
+  T* stage_a = reinterpret_cast<T*>(shared) + (threadIdx.x >> 5) * 2 * 32 * (N + 1);  // th_MP rows
+  T* stage_b = stage_a + 32 * (N + 1);                                                 // th_PM rows
   T intercept = 0, total = 0;
-  // The whole warp iterates together (base is uniform), as __match_any_sync needs.
+  // The whole warp iterates together (base is uniform), as the shuffles need.
   for (long long base = blockIdx.x * (long long)blockDim.x; base < n; base += (long long)gridDim.x * blockDim.x) {
     const long long i = base + threadIdx.x;
-    T res = 0, pa[N] = {}, pb[N] = {};
-    int idx[5] = {-1, -1, -1, -1, -1};
-    if (i < n) {
-      Observation<T, N, L1> obs(theta, cov, y, w, n, i, o);
-      const T mu = obs.mu();
-      res = obs.residual(mu);
-      if (WANT_F) total += obs.loss(mu);
-      idx[0] = obs.d; idx[1] = obs.f; idx[2] = obs.m; idx[3] = obs.r; idx[4] = obs.p;
+    Observation<T, N, L1> obs;
+    if (i < n) obs.read(theta, cov, y, w, n, i, o);
+    __syncwarp();  // the previous observations' stages have been read
+    gather_rows<T, N, L1>(theta + o.mp, obs.m, stage_a);
+    gather_rows<T, N, L1>(theta + o.pm, obs.p, stage_b);
+    __syncwarp();
 #pragma unroll
-      for (int k = 0; k < N; ++k) {
-        pa[k] = res * load<L1>(obs.b + k);
-        pb[k] = res * load<L1>(obs.a + k);
-      }
-    }
+    for (int k = 0; k < N; ++k) obs.eta += stage_a[stage_slot<N>(lane, k)] * stage_b[stage_slot<N>(lane, k)];
+    const T mu = obs.mu();
+    const T res = obs.residual(mu);
+    if (WANT_F) total += obs.loss(mu);
     intercept += res;
+    stage_a[stage_slot<N>(lane, N)] = stage_b[stage_slot<N>(lane, N)] = res;
+    const int keys[5] = {obs.d, obs.f, obs.m, obs.r, obs.p};
     const int starts[5] = {o.d, o.f, o.m, o.r, o.p};
     unsigned peers[5];
 #pragma unroll
     for (int c = 0; c < 5; ++c) {
-      peers[c] = __match_any_sync(FULL_MASK, idx[c]);
-      warp_aggregate<T, 1>(peers[c], idx[c], &res, grad + starts[c]);
+      T sum;
+      peers[c] = __match_any_sync(FULL_MASK, keys[c]);
+      if (warp_aggregate(peers[c], res, sum) && keys[c] >= 0) atomicAdd(grad + starts[c] + keys[c], sum);
     }
-    warp_aggregate<T, N>(peers[2], idx[2], pa, grad + o.mp);
-    warp_aggregate<T, N>(peers[4], idx[4], pb, grad + o.pm);
+    __syncwarp();  // the residuals are in the stages
+    add_row_gradient<T, N>(grad + o.mp, peers[2], obs.m, stage_b);
+    add_row_gradient<T, N>(grad + o.pm, peers[4], obs.p, stage_a);
   }
   intercept = block_sum(intercept);
   if (threadIdx.x == 0) atomicAdd(grad, intercept);
@@ -270,19 +332,19 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
 #define OFFSETS Offsets{od, of, om, orr, op, omp, opm}
 
 #define ADMODEL_KERNELS(T, PREC, N, CACHE, L1)                                                             \
-  extern "C" __global__ void admodel_objective_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *partials) {       \
+  extern "C" __global__ void CAP(80) admodel_objective_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *partials) {       \
     objective<T, N, L1>(theta, cov, y, w, n, OFFSETS, partials);                                          \
   }                                                                                                       \
-  extern "C" __global__ void admodel_grad_atomic_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {         \
+  extern "C" __global__ void CAP(80) admodel_grad_atomic_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {         \
     grad_atomic<T, N, L1>(theta, cov, y, w, n, OFFSETS, grad);                                            \
   }                                                                                                       \
-  extern "C" __global__ void admodel_grad_block_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {          \
+  extern "C" __global__ void CAP(80) admodel_grad_block_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {          \
     grad_block<T, N, L1>(theta, cov, y, w, n, OFFSETS, grad);                                             \
   }                                                                                                       \
-  extern "C" __global__ void admodel_grad_warp_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {           \
+  extern "C" __global__ void CAP(64) admodel_grad_warp_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {           \
     fused<T, N, L1, false>(theta, cov, y, w, n, OFFSETS, grad, nullptr);                                  \
   }                                                                                                       \
-  extern "C" __global__ void admodel_fused_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad, T *partials) {  \
+  extern "C" __global__ void CAP(64) admodel_fused_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad, T *partials) {  \
     fused<T, N, L1, true>(theta, cov, y, w, n, OFFSETS, grad, partials);                                  \
   }
 
