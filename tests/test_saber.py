@@ -241,3 +241,16 @@ def test_stage_changes_are_ratios_within_a_repeat():
                          "sample_s": sample * scale, "rebuild_s": 1.0, "preprocess_s": 1.0})
     changes = {what: (paper, ours) for what, paper, ours in stage_changes(pd.DataFrame(rows))}
     assert changes == {"SL1 PDOW: sampling": (-0.40, pytest.approx(-0.40))}
+
+
+def test_verify_compares_each_stage_with_its_structures_twin():
+    from impls.saber.suite import SUITE
+
+    point = {"suite": "saber", "backend": "cpu", "dataset": "tiny", "scale": 1.0, "K": 33, "iterations": 1,
+             "chunks": 3}
+    case = SUITE.verify_case(point, seed=5)
+    got = SUITE.output(case, "G3", "cpu")
+    assert SUITE.agrees(case, got, 1e-3)[0] and set(case["twins"]) == {"G2"}
+    got["topics"][7] = (got["topics"][7] + 1) % 33
+    ok, detail = SUITE.agrees(case, got, 1e-3)
+    assert not ok and detail.startswith("1 of")

@@ -1,5 +1,6 @@
 """The `saber` suite: SaberLDA's sparsity-aware LDA (ESCA) by stage, G0 to G4, each a variant.
-So far the CPU twins only (numba, impls/saber/model.py); the GPU kernels come next.
+The CPU twins (numba, impls/saber/model.py) for every stage; on the GPU so far G2
+(impls/saber/gpu.py), the other stages' kernels come next.
 
 A stage is (token order, per-word structure, how A is rebuilt):
 G0 document order, alias table, one global sort; G1 PDOW (partition by document, order by
@@ -17,6 +18,7 @@ import numpy as np
 from bench.corpus import cached_corpus, is_synthetic, parse_datasets
 from bench.specs import parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
+from bench.timing import RunContext
 from impls.saber import figures, model
 from impls.saber.structures import MAX_TOPICS
 
@@ -33,6 +35,7 @@ DOCS = {"G0": "document order, alias tables, counts by one global sort",
         "G3": "G2 + SSC: A rebuilt by a segmented count per document",
         "G4": "G3 + asynchronous workers (GPU); on the CPU the same computation as G3"}
 SEED = 0
+GPU_STAGES = ("G2",)  # built on the GPU so far
 
 
 def _default_scale(backend: str, given: dict) -> str:
@@ -52,6 +55,8 @@ class Workload:
     topics: int
     iterations: int
     pdow: np.ndarray  # token ids in PDOW order (the layout is prepared once, untimed)
+    device: dict | None = None  # words, doc_of and pdow on the GPU, for the GPU stages
+    seed: int = SEED  # of the initial topics and of every draw
 
     @property
     def tokens(self) -> int:
@@ -60,7 +65,7 @@ class Workload:
 
 class SaberSuite(Suite):
     name = "saber"
-    description = "SaberLDA's sparsity-aware LDA by stage (G0-G4); so far the CPU twins"
+    description = "SaberLDA's sparsity-aware LDA by stage (G0-G4): CPU twins, G2 on the GPU so far"
     axes = (
         Axis("dataset", "nytimes-synth", parse_datasets, "catalogue name or path"),
         Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
@@ -71,7 +76,8 @@ class SaberSuite(Suite):
              lambda s: parse_ints(s, "iterations"), "E- and M-steps per run"),
         Axis("chunks", "4", lambda s: parse_ints(s, "chunks"), "PDOW partitions of the documents", tune=True),
     )
-    variants = tuple(Variant(name, doc) for name, doc in DOCS.items())
+    variants = tuple(Variant(name, doc, devices=("cpu", "gpu") if name in GPU_STAGES else ("cpu",))
+                     for name, doc in DOCS.items())
     reference = "G0"
     phases = ("preprocess", "sample", "rebuild")
     metrics = (
@@ -87,6 +93,11 @@ class SaberSuite(Suite):
         return Defaults(repeats=3, warmup=1, note="CPU default: nytimes-synth at 100,000 tokens, K = 100 and 1000, "
                         "3 iterations, the numba twins")
 
+    def skip_variant(self, point: dict, variant: str) -> str | None:
+        if point["backend"] == "gpu" and variant not in GPU_STAGES:
+            return "not on the GPU yet (its CPU twin at a GPU corpus's size would take minutes per iteration)"
+        return None
+
     def check(self, points: list[dict]) -> None:
         for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
             cached_corpus(dataset, scale)
@@ -94,17 +105,52 @@ class SaberSuite(Suite):
     def prepare(self, point: dict) -> Workload:
         corpus = cached_corpus(point["dataset"], point["scale"])
         doc_of = np.repeat(np.arange(corpus.num_docs, dtype=np.int32), corpus.lengths)
-        return Workload(corpus.doc_ptr, corpus.words, doc_of, corpus.vocab_size, point["K"], point["iterations"],
-                        model.pdow_order(corpus.doc_ptr, corpus.words, point["chunks"]))
+        work = Workload(corpus.doc_ptr, corpus.words, doc_of, corpus.vocab_size, point["K"],
+                        point["iterations"], model.pdow_order(corpus.doc_ptr, corpus.words, point["chunks"]))
+        if point["backend"] == "gpu":
+            import cupy
+
+            work.device = {name: cupy.asarray(getattr(work, name)) for name in ("words", "doc_of", "pdow")}
+        return work
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
-        return {"final_kd_mean": iterate(work, variant, ctx)[1]}
+        run_stage = iterate_gpu if work.device else iterate
+        return {"final_kd_mean": run_stage(work, variant, ctx)[1]}
 
     def derived(self, work: Workload, row: dict) -> dict:
         return {"tokens_per_s": work.tokens * work.iterations / row["seconds"]}
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
         return figures.render_figures(df, meta, outdir)
+
+    # Verification: every stage's topics after the iterations, on its device, identical to
+    # the CPU twin of its structure's (G0 for the alias table, G2 for the tree) from a fresh seed.
+    verify_axes = (
+        Axis("dataset", "tiny", parse_datasets, "catalogue name or path"),
+        Axis("scale", "1", lambda s: parse_floats(s, "scale", 1e-6, 1.0), "shrink a synthetic corpus"),
+        Axis("K", "1,33,1000", lambda s: parse_ints(s, "K", maximum=MAX_TOPICS), "number of topics",
+             aliases=("k",)),
+        Axis("iterations", "2", lambda s: parse_ints(s, "iterations"), "E- and M-steps"),
+        Axis("chunks", "3", lambda s: parse_ints(s, "chunks"), "PDOW partitions of the documents"),
+    )
+
+    def verify_case(self, point: dict, seed: int) -> dict:
+        work = self.prepare(point)
+        work.seed = seed % 2**32
+        return {"work": work, "twins": {}}
+
+    def output(self, case: dict, variant: str, device: str) -> dict:
+        ctx = RunContext(device)
+        with ctx.timed():
+            topics = (iterate_gpu if device == "gpu" else iterate)(case["work"], variant, ctx)[0]
+        return {"variant": variant, "topics": topics}
+
+    def agrees(self, case: dict, got: dict, alpha: float) -> tuple[bool, str]:
+        twin = "G0" if STAGES[got["variant"]][1] == "alias" else "G2"
+        if twin not in case["twins"]:
+            case["twins"][twin] = self.output(case, twin, "cpu")["topics"]
+        differ = int(np.count_nonzero(got["topics"] != case["twins"][twin]))
+        return differ == 0, f"{differ} of {got['topics'].size} topics differ from those of the CPU twin {twin}"
 
 
 def iterate(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
@@ -114,18 +160,44 @@ def iterate(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
     order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)
     documents = work.doc_ptr.size - 1
     with ctx.untimed():
-        z = model.initial_topics(work.tokens, work.topics, SEED)
+        z = model.initial_topics(work.tokens, work.topics, work.seed)
         counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
     for iteration in range(work.iterations):
         with ctx.phase("preprocess"):
             bhat = model.b_hat(counts)
             structures = model.preprocess(bhat, structure)
         with ctx.phase("sample"):
-            z = model.e_step(order, work.doc_of, work.words, counts, bhat, structures, SEED, iteration)
+            z = model.e_step(order, work.doc_of, work.words, counts, bhat, structures, work.seed, iteration)
         with ctx.phase("rebuild"):
             counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
         ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
     return z, counts.a_idx.size / documents
+
+
+def iterate_gpu(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
+    """`iterate` on the GPU (G2: PDOW order, trees, counts by one global sort); the same
+    topics as the twin's."""
+    import cupy
+
+    from impls.saber import gpu
+
+    if variant not in GPU_STAGES:
+        raise ValueError(f"{variant} is not on the GPU yet")
+    dev = work.device
+    documents = work.doc_ptr.size - 1
+    with ctx.untimed():
+        z = cupy.asarray(model.initial_topics(work.tokens, work.topics, work.seed))
+        counts = gpu.count_by_sorting(dev["doc_of"], dev["words"], z, documents, work.vocabulary, work.topics)
+    for iteration in range(work.iterations):
+        with ctx.phase("preprocess"):
+            bhat = gpu.b_hat(counts.b, counts.topic_totals)
+            structures = gpu.build_trees(bhat)
+        with ctx.phase("sample"):
+            z = gpu.e_step(dev["pdow"], dev["doc_of"], dev["words"], counts, bhat, structures, work.seed, iteration)
+        with ctx.phase("rebuild"):
+            counts = gpu.count_by_sorting(dev["doc_of"], dev["words"], z, documents, work.vocabulary, work.topics)
+        ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
+    return cupy.asnumpy(z), counts.a_idx.size / documents
 
 
 SUITE = SaberSuite()

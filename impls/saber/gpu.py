@@ -1,0 +1,92 @@
+"""SaberLDA's structures and E-step on the GPU (kernels/saber.cu): the twin's float32
+operations in its order, so that the GPU draws the topics the CPU twin draws.
+
+CuPy is imported inside the functions: importing this module needs no GPU.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from impls.cuda import raw_kernel
+from impls.saber.model import BETA, Counts, Structures, alpha_of
+from impls.saber.structures import LEVEL3, W, padded
+
+KERNEL_SOURCE = Path(__file__).parent / "kernels" / "saber.cu"
+BLOCK = 256  # threads: 8 warps, a warp per word or token
+
+
+def _warp_grid(items: int, limit: int | None = None) -> int:
+    blocks = -(-items * W // BLOCK)
+    return max(1, min(blocks, limit) if limit else blocks)
+
+
+def b_hat(b, topic_totals):
+    """Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta)."""
+    import cupy
+
+    denominator = topic_totals.astype(cupy.float32) + np.float32(b.shape[0]) * BETA
+    return (b.astype(cupy.float32) + BETA) / denominator
+
+
+def build_trees(bhat) -> Structures:
+    """The W-ary tree of every word, a warp per word."""
+    import cupy
+
+    vocabulary, topics = bhat.shape
+    width = padded(topics)
+    l4 = cupy.empty((vocabulary, width), cupy.float32)
+    l3 = cupy.empty((vocabulary, LEVEL3), cupy.float32)
+    l2 = cupy.empty((vocabulary, W), cupy.float32)
+    totals = cupy.empty(vocabulary, cupy.float32)
+    raw_kernel(KERNEL_SOURCE, "saber_build_trees")((_warp_grid(vocabulary),), (BLOCK,), (
+        bhat, np.int32(vocabulary), np.int32(topics), np.int32(width), l4, l3, l2, totals))
+    return Structures("tree", totals, l4, l3, l2)
+
+
+def e_step(order, doc_of, words, counts: Counts, bhat, structures: Structures, seed: int, iteration: int):
+    """New topics of every token (device arrays in, int32 z out), a warp per token taken in
+    `order`; counts' A and the structures on the device."""
+    import cupy
+
+    tokens = int(words.size)
+    topics = int(bhat.shape[1])
+    z = cupy.empty(tokens, cupy.int32)
+    common = (order, np.int64(tokens), doc_of, words, counts.a_ptr, counts.a_idx, counts.a_val, bhat,
+              np.int32(topics), alpha_of(topics), structures.totals)
+    if structures.kind == "tree":
+        name, extra = "saber_sample_tree", (structures.level4, structures.level3, structures.level2,
+                                            np.int32(structures.level4.shape[1]))
+    else:
+        name, extra = "saber_sample_alias", (structures.level4, structures.level3)
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, sms * 2048 // BLOCK),), (BLOCK,), (
+        *common, *extra, np.uint32(seed), np.uint32(iteration), z))
+    return z
+
+
+def to_device(counts: Counts) -> Counts:
+    import cupy
+
+    return Counts(*(cupy.asarray(a) for a in (counts.a_ptr, counts.a_idx, counts.a_val, counts.b,
+                                              counts.topic_totals)))
+
+
+def structures_to_device(structures: Structures) -> Structures:
+    import cupy
+
+    return Structures(structures.kind, *(cupy.asarray(a) for a in (structures.totals, structures.level4,
+                                                                   structures.level3, structures.level2)))
+
+
+def count_by_sorting(doc_of, words, z, documents: int, vocabulary: int, topics: int) -> Counts:
+    """A and B from z as G0-G2 rebuild them: every token sorted by (document, topic) at
+    once, the runs of equal keys (cupy.unique), B by one bincount. Equal to the twin's."""
+    import cupy
+
+    keys, runs = cupy.unique(doc_of.astype(cupy.int64) * topics + z, return_counts=True)
+    a_ptr = cupy.searchsorted(keys // topics, cupy.arange(documents + 1), side="left").astype(cupy.int64)
+    b = cupy.bincount(words.astype(cupy.int64) * topics + z, minlength=vocabulary * topics).astype(cupy.int32)
+    b = b.reshape(vocabulary, topics)
+    return Counts(a_ptr, (keys % topics).astype(cupy.int32), runs.astype(cupy.int32), b,
+                  b.sum(axis=0, dtype=cupy.int64))

@@ -1,0 +1,178 @@
+// SaberLDA's per-word structures and E-step on the GPU, a warp per word or per token, doing
+// the float32 operations of the CPU twin (impls/saber/structures.py, model.py, philox.py)
+// in the same order, so that with the same counter-based uniforms they draw the same
+// topics. Products and sums are written with __fmul_rn/__fadd_rn: the twin rounds each
+// product before adding it, which a fused multiply-add would not.
+//
+//   saber_build_trees   a warp per word: L4 = the chunked prefix sums of B^_v (padded to a
+//                       multiple of W with the total), L3 every W-th (padded to W^2), L2
+//                       every W-th of L3, and the word's total
+//   saber_sample_tree   a warp per token (Fig. 5, bugs fixed): the sparse part over the
+//   saber_sample_alias  non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1)
+
+#define FULL_MASK 0xffffffffu
+#define W 32
+#define LEVEL3 (W * W)
+
+// ---------------------------------------------------------------------------
+// Philox4x32-10 (Salmon et al., SC 2011) and the twin's map of a word to (0, 1].
+__device__ __forceinline__ uint4 philox4x32(uint4 c, uint2 k) {
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    if (round) {
+      k.x += 0x9E3779B9u;
+      k.y += 0xBB67AE85u;
+    }
+    const unsigned hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+    const unsigned hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+    c = make_uint4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+  }
+  return c;
+}
+
+__device__ __forceinline__ float to_uniform(unsigned word) {
+  return __fmul_rn(float((word >> 8) + 1u), 5.9604644775390625e-08f);  // 2^-24
+}
+
+// ---------------------------------------------------------------------------
+// Warp primitives in the twin's order.
+
+// The inclusive Hillis-Steele scan of one chunk of 32 (lane l adds lane l - o).
+__device__ __forceinline__ float warp_scan(float x) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int offset = 1; offset < W; offset <<= 1) {
+    const float neighbour = __shfl_up_sync(FULL_MASK, x, offset);
+    if (lane >= offset) x = __fadd_rn(x, neighbour);
+  }
+  return x;
+}
+
+// The lane partials, then an xor butterfly: every lane ends with the same float.
+__device__ __forceinline__ float warp_butterfly(float x) {
+#pragma unroll
+  for (int offset = 16; offset; offset >>= 1) x = __fadd_rn(x, __shfl_xor_sync(FULL_MASK, x, offset));
+  return x;
+}
+
+// The first lane whose value is >= x, the last lane where none is.
+__device__ __forceinline__ int warp_vote(float value, float x) {
+  const unsigned ballot = __ballot_sync(FULL_MASK, value >= x);
+  return ballot ? __ffs(ballot) - 1 : W - 1;
+}
+
+// ---------------------------------------------------------------------------
+// A warp per word. l4: [V, padded], l3: [V, LEVEL3], l2: [V, W].
+extern "C" __global__ void saber_build_trees(const float* bhat, int vocabulary, int topics, int padded, float* l4,
+                                             float* l3, float* l2, float* totals) {
+  const int lane = threadIdx.x & 31;
+  const long long v = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+  if (v >= vocabulary) return;  // whole warps leave together
+  const float* weights = bhat + v * topics;
+  float* out4 = l4 + v * padded;
+  float carry = 0.0f;
+  for (int start = 0; start < padded; start += W) {
+    const int k = start + lane;
+    const float prefix = __fadd_rn(warp_scan(k < topics ? weights[k] : 0.0f), carry);
+    out4[k] = prefix;
+    carry = __shfl_sync(FULL_MASK, prefix, W - 1);
+  }
+  const float total = carry;
+  __syncwarp();  // out4 written before other lanes read it
+  float* out3 = l3 + v * LEVEL3;
+  for (int i = lane; i < LEVEL3; i += W) out3[i] = (i + 1) * W <= padded ? out4[(i + 1) * W - 1] : total;
+  __syncwarp();
+  l2[v * W + lane] = out3[(lane + 1) * W - 1];
+  if (lane == 0) totals[v] = total;
+}
+
+// ---------------------------------------------------------------------------
+// The word's structures, drawn at u2 (the tree scaled by the word's total).
+struct Tree {
+  const float *l4, *l3, *l2;
+  int padded;
+  __device__ int draw(int v, float u2, float total) const {
+    const int lane = threadIdx.x & 31;
+    const float x = __fmul_rn(u2, total);
+    const int off3 = warp_vote(l2[(long long)v * W + lane], x) * W;
+    int off4 = (off3 + warp_vote(l3[(long long)v * LEVEL3 + off3 + lane], x)) * W;
+    if (off4 >= padded) off4 = padded - W;  // x above the total by rounding: the last chunk
+    return off4 + warp_vote(l4[(long long)v * padded + off4 + lane], x);
+  }
+};
+
+struct Alias {
+  const float* probability;
+  const int* alias;
+  int topics;
+  __device__ int draw(int v, float u2, float) const {
+    const float x = __fmul_rn(u2, float(topics));
+    const int column = min(int(x), topics - 1);
+    const long long at = (long long)v * topics + column;
+    return __fsub_rn(x, float(column)) < probability[at] ? column : alias[at];
+  }
+};
+
+// A warp per token, tokens taken in `order` (any order draws the same topics). A_d's
+// non-zeros a_idx/a_val[a_ptr[d]:a_ptr[d + 1]], B^ dense [V, K].
+template <typename Structure>
+__device__ void sample(const long long* order, long long tokens, const int* doc_of, const int* words,
+                       const long long* a_ptr, const int* a_idx, const int* a_val, const float* bhat, int topics,
+                       float alpha, const float* totals, Structure structure, unsigned seed, unsigned iteration,
+                       int* z) {
+  const int lane = threadIdx.x & 31;
+  const long long warps = (gridDim.x * (long long)blockDim.x) >> 5;
+  for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; i < tokens; i += warps) {
+    const long long t = order[i];
+    const int d = doc_of[t], v = words[t];
+    const uint4 r = philox4x32(make_uint4(unsigned(t), iteration, 0u, 0u), make_uint2(seed, 0u));
+    const float u1 = to_uniform(r.x), u2 = to_uniform(r.y);
+    const long long start = a_ptr[d], stop = a_ptr[d + 1];
+    const float* bhat_v = bhat + (long long)v * topics;
+    // S: lane l adds the products l, l + 32, ... in order, then the butterfly.
+    float partial = 0.0f;
+    for (long long j = start + lane; j < stop; j += W) partial = __fadd_rn(partial, __fmul_rn(float(a_val[j]), bhat_v[a_idx[j]]));
+    const float s = warp_butterfly(partial);
+    const float total = totals[v];
+    int k;
+    if (__fmul_rn(u1, __fadd_rn(s, __fmul_rn(alpha, total))) < s) {
+      // The first non-zero whose chunked prefix sum reaches u2 S; the last where none does.
+      const float x = __fmul_rn(u2, s);
+      float carry = 0.0f;
+      k = -1;
+      for (long long chunk = start; chunk < stop; chunk += W) {
+        const long long j = chunk + lane;
+        const float product = j < stop ? __fmul_rn(float(a_val[j]), bhat_v[a_idx[j]]) : 0.0f;
+        const float prefix = __fadd_rn(warp_scan(product), carry);
+        const unsigned ballot = __ballot_sync(FULL_MASK, j < stop && prefix >= x);
+        if (ballot) {
+          k = a_idx[chunk + __ffs(ballot) - 1];
+          break;
+        }
+        carry = __shfl_sync(FULL_MASK, prefix, W - 1);
+      }
+      if (k < 0) k = a_idx[stop - 1];
+    } else {
+      k = structure.draw(v, u2, total);
+    }
+    if (lane == 0) z[t] = k;
+  }
+}
+
+extern "C" __global__ void saber_sample_tree(const long long* order, long long tokens, const int* doc_of,
+                                             const int* words, const long long* a_ptr, const int* a_idx,
+                                             const int* a_val, const float* bhat, int topics, float alpha,
+                                             const float* totals, const float* l4, const float* l3, const float* l2,
+                                             int padded, unsigned seed, unsigned iteration, int* z) {
+  sample(order, tokens, doc_of, words, a_ptr, a_idx, a_val, bhat, topics, alpha, totals, Tree{l4, l3, l2, padded},
+         seed, iteration, z);
+}
+
+extern "C" __global__ void saber_sample_alias(const long long* order, long long tokens, const int* doc_of,
+                                              const int* words, const long long* a_ptr, const int* a_idx,
+                                              const int* a_val, const float* bhat, int topics, float alpha,
+                                              const float* totals, const float* probability, const int* alias,
+                                              unsigned seed, unsigned iteration, int* z) {
+  sample(order, tokens, doc_of, words, a_ptr, a_idx, a_val, bhat, topics, alpha, totals,
+         Alias{probability, alias, topics}, seed, iteration, z);
+}

@@ -1,0 +1,86 @@
+"""SaberLDA's GPU kernels against the CPU twin (needs CuPy and a GPU): B^, every word's
+tree and the E-step's topics identical, bit for bit and topic for topic, for K from 1 to
+32,768 (through the padding at multiples of 32 and the tree's levels), with both
+structures and the GPU taking tokens in PDOW order while the twin takes document order."""
+
+import numpy as np
+import pytest
+
+from impls.saber import gpu, model
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+SEED = 3
+
+
+def _corpus(rng, documents: int, vocabulary: int):
+    lengths = rng.integers(1, 60, documents)
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    words = np.minimum(rng.zipf(1.3, doc_ptr[-1]) - 1, vocabulary - 1).astype(np.int32)
+    doc_of = np.repeat(np.arange(documents, dtype=np.int32), lengths)
+    return doc_ptr, words, doc_of
+
+
+def _state(topics: int, documents: int = 120, vocabulary: int = 300, seed: int = 0):
+    rng = np.random.default_rng(seed + topics)
+    doc_ptr, words, doc_of = _corpus(rng, documents, vocabulary)
+    z = model.initial_topics(words.size, topics, SEED)
+    counts = model.count(doc_ptr, words, z, vocabulary, topics)
+    return doc_ptr, words, doc_of, counts
+
+
+@pytest.mark.parametrize("topics", [1, 2, 31, 32, 33, 100, 1000, 1025])
+def test_b_hat_and_trees_are_the_twins_bit_for_bit(topics):
+    _, _, _, counts = _state(topics)
+    bhat = model.b_hat(counts)
+    device_bhat = gpu.b_hat(cupy.asarray(counts.b), cupy.asarray(counts.topic_totals))
+    np.testing.assert_array_equal(cupy.asnumpy(device_bhat), bhat)
+    cpu, dev = model.preprocess(bhat, "tree"), gpu.build_trees(device_bhat)
+    for level in ("totals", "level4", "level3", "level2"):
+        np.testing.assert_array_equal(cupy.asnumpy(getattr(dev, level)), getattr(cpu, level), err_msg=level)
+
+
+def test_the_largest_tree_is_the_twins():
+    rng = np.random.default_rng(1)
+    bhat = rng.random((3, model.MAX_TOPICS), dtype=np.float32)
+    cpu, dev = model.preprocess(bhat, "tree"), gpu.build_trees(cupy.asarray(bhat))
+    for level in ("totals", "level4", "level3", "level2"):
+        np.testing.assert_array_equal(cupy.asnumpy(getattr(dev, level)), getattr(cpu, level), err_msg=level)
+
+
+@pytest.mark.parametrize("kind", ["tree", "alias"])
+@pytest.mark.parametrize("topics", [1, 5, 32, 33, 1000, 4097])
+def test_e_step_draws_the_twins_topics_in_any_order(kind, topics):
+    doc_ptr, words, doc_of, counts = _state(topics)
+    bhat = model.b_hat(counts)
+    structures = model.preprocess(bhat, kind)
+    pdow = model.pdow_order(doc_ptr, words, 4)
+    for iteration in (0, 7):
+        expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, iteration)
+        device = structures if kind == "alias" else gpu.build_trees(cupy.asarray(bhat))
+        got = gpu.e_step(cupy.asarray(pdow), cupy.asarray(doc_of), cupy.asarray(words), gpu.to_device(counts),
+                         cupy.asarray(bhat), gpu.structures_to_device(device) if kind == "alias" else device, SEED,
+                         iteration)
+        np.testing.assert_array_equal(cupy.asnumpy(got), expected)
+
+
+def test_gpu_counts_and_iterations_are_the_twins():
+    from bench.timing import RunContext
+    from impls.saber.suite import SUITE, iterate, iterate_gpu
+
+    doc_ptr, words, doc_of, counts = _state(70)
+    z = model.initial_topics(words.size, 70, SEED)
+    device = gpu.count_by_sorting(cupy.asarray(doc_of), cupy.asarray(words), cupy.asarray(z), doc_ptr.size - 1, 300,
+                                  70)
+    for field in ("a_ptr", "a_idx", "a_val", "b", "topic_totals"):
+        np.testing.assert_array_equal(cupy.asnumpy(getattr(device, field)), getattr(counts, field), err_msg=field)
+    point = {"suite": "saber", "backend": "gpu", "dataset": "tiny", "scale": 1.0, "K": 70, "iterations": 3,
+             "chunks": 3}
+    work = SUITE.prepare(point)
+    topics = {}
+    for run in (iterate, iterate_gpu):
+        ctx = RunContext("gpu" if run is iterate_gpu else "cpu")
+        with ctx.timed():
+            topics[run.__name__], _ = run(work, "G2", ctx)
+        assert [row["iteration"] for row in ctx.series] == [1, 2, 3] and set(ctx.phases) == set(SUITE.phases)
+    np.testing.assert_array_equal(topics["iterate_gpu"], topics["iterate"])
