@@ -1,7 +1,8 @@
 """SaberLDA's GPU kernels against the CPU twin (needs CuPy and a GPU): B^, every word's
-tree and the E-step's topics identical, bit for bit and topic for topic, for K from 1 to
-32,768 (through the padding at multiples of 32 and the tree's levels), with both
-structures and the GPU taking tokens in PDOW order while the twin takes document order."""
+tree and alias table, and the E-step's topics identical, bit for bit and topic for topic,
+for K from 1 to 32,768 (through the padding at multiples of 32 and the tree's levels),
+with both structures and the GPU taking tokens in PDOW order while the twin takes document
+order; the GPU stages' iterations equal to the twins'."""
 
 import numpy as np
 import pytest
@@ -29,13 +30,14 @@ def _state(topics: int, documents: int = 120, vocabulary: int = 300, seed: int =
     return doc_ptr, words, doc_of, counts
 
 
+@pytest.mark.parametrize("kind", ["tree", "alias"])
 @pytest.mark.parametrize("topics", [1, 2, 31, 32, 33, 100, 1000, 1025])
-def test_b_hat_and_trees_are_the_twins_bit_for_bit(topics):
+def test_b_hat_and_structures_are_the_twins_bit_for_bit(kind, topics):
     _, _, _, counts = _state(topics)
     bhat = model.b_hat(counts)
     device_bhat = gpu.b_hat(cupy.asarray(counts.b), cupy.asarray(counts.topic_totals))
     np.testing.assert_array_equal(cupy.asnumpy(device_bhat), bhat)
-    cpu, dev = model.preprocess(bhat, "tree"), gpu.build_trees(device_bhat)
+    cpu, dev = model.preprocess(bhat, kind), gpu.preprocess(device_bhat, kind)
     for level in ("totals", "level4", "level3", "level2"):
         np.testing.assert_array_equal(cupy.asnumpy(getattr(dev, level)), getattr(cpu, level), err_msg=level)
 
@@ -57,10 +59,8 @@ def test_e_step_draws_the_twins_topics_in_any_order(kind, topics):
     pdow = model.pdow_order(doc_ptr, words, 4)
     for iteration in (0, 7):
         expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, iteration)
-        device = structures if kind == "alias" else gpu.build_trees(cupy.asarray(bhat))
         got = gpu.e_step(cupy.asarray(pdow), cupy.asarray(doc_of), cupy.asarray(words), gpu.to_device(counts),
-                         cupy.asarray(bhat), gpu.structures_to_device(device) if kind == "alias" else device, SEED,
-                         iteration)
+                         cupy.asarray(bhat), gpu.preprocess(cupy.asarray(bhat), kind), SEED, iteration)
         np.testing.assert_array_equal(cupy.asnumpy(got), expected)
 
 
@@ -77,10 +77,11 @@ def test_gpu_counts_and_iterations_are_the_twins():
     point = {"suite": "saber", "backend": "gpu", "dataset": "tiny", "scale": 1.0, "K": 70, "iterations": 3,
              "chunks": 3}
     work = SUITE.prepare(point)
-    topics = {}
-    for run in (iterate, iterate_gpu):
-        ctx = RunContext("gpu" if run is iterate_gpu else "cpu")
-        with ctx.timed():
-            topics[run.__name__], _ = run(work, "G2", ctx)
-        assert [row["iteration"] for row in ctx.series] == [1, 2, 3] and set(ctx.phases) == set(SUITE.phases)
-    np.testing.assert_array_equal(topics["iterate_gpu"], topics["iterate"])
+    for stage in ("G0", "G1", "G2"):
+        topics = {}
+        for run in (iterate, iterate_gpu):
+            ctx = RunContext("gpu" if run is iterate_gpu else "cpu")
+            with ctx.timed():
+                topics[run.__name__], _ = run(work, stage, ctx)
+            assert [row["iteration"] for row in ctx.series] == [1, 2, 3] and set(ctx.phases) == set(SUITE.phases)
+        np.testing.assert_array_equal(topics["iterate_gpu"], topics["iterate"], err_msg=stage)

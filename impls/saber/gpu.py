@@ -44,6 +44,27 @@ def build_trees(bhat) -> Structures:
     return Structures("tree", totals, l4, l3, l2)
 
 
+def build_aliases(bhat) -> Structures:
+    """Every word's alias table, a thread per word (sequential, as the paper's G0), after its
+    total by the chunked scan, a warp per word."""
+    import cupy
+
+    vocabulary, topics = bhat.shape
+    totals = cupy.empty(vocabulary, cupy.float32)
+    raw_kernel(KERNEL_SOURCE, "saber_word_totals")((_warp_grid(vocabulary),), (BLOCK,), (
+        bhat, np.int32(vocabulary), np.int32(topics), np.int32(padded(topics)), totals))
+    probability = cupy.empty((vocabulary, topics), cupy.float32)
+    alias = cupy.empty((vocabulary, topics), cupy.int32)
+    stacks = cupy.empty((vocabulary, topics), cupy.int32)
+    raw_kernel(KERNEL_SOURCE, "saber_build_aliases")((-(-vocabulary // BLOCK),), (BLOCK,), (
+        bhat, totals, np.int32(vocabulary), np.int32(topics), probability, alias, stacks))
+    return Structures("alias", totals, probability, alias, cupy.empty((vocabulary, 0), cupy.float32))
+
+
+def preprocess(bhat, kind: str) -> Structures:
+    return build_trees(bhat) if kind == "tree" else build_aliases(bhat)
+
+
 def e_step(order, doc_of, words, counts: Counts, bhat, structures: Structures, seed: int, iteration: int):
     """New topics of every token (device arrays in, int32 z out), a warp per token taken in
     `order`; counts' A and the structures on the device."""
@@ -70,13 +91,6 @@ def to_device(counts: Counts) -> Counts:
 
     return Counts(*(cupy.asarray(a) for a in (counts.a_ptr, counts.a_idx, counts.a_val, counts.b,
                                               counts.topic_totals)))
-
-
-def structures_to_device(structures: Structures) -> Structures:
-    import cupy
-
-    return Structures(structures.kind, *(cupy.asarray(a) for a in (structures.totals, structures.level4,
-                                                                   structures.level3, structures.level2)))
 
 
 def count_by_sorting(doc_of, words, z, documents: int, vocabulary: int, topics: int) -> Counts:

@@ -7,6 +7,9 @@
 //   saber_build_trees   a warp per word: L4 = the chunked prefix sums of B^_v (padded to a
 //                       multiple of W with the total), L3 every W-th (padded to W^2), L2
 //                       every W-th of L3, and the word's total
+//   saber_word_totals   a warp per word: the total alone, as the chunked scan ends
+//   saber_build_aliases a thread per word: Vose's alias table, built sequentially as the
+//                       paper's G0 does and the twin does (its two stacks share one array)
 //   saber_sample_tree   a warp per token (Fig. 5, bugs fixed): the sparse part over the
 //   saber_sample_alias  non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1)
 
@@ -62,28 +65,74 @@ __device__ __forceinline__ int warp_vote(float value, float x) {
 }
 
 // ---------------------------------------------------------------------------
+// The chunked prefix sums of a word's weights, padded to a multiple of W with the total
+// (written to out where it is not null); returns the total. The whole warp calls it.
+__device__ float chunked_scan(const float* weights, int topics, int padded, float* out) {
+  const int lane = threadIdx.x & 31;
+  float carry = 0.0f;
+  for (int start = 0; start < padded; start += W) {
+    const int k = start + lane;
+    const float prefix = __fadd_rn(warp_scan(k < topics ? weights[k] : 0.0f), carry);
+    if (out) out[k] = prefix;
+    carry = __shfl_sync(FULL_MASK, prefix, W - 1);
+  }
+  return carry;
+}
+
 // A warp per word. l4: [V, padded], l3: [V, LEVEL3], l2: [V, W].
 extern "C" __global__ void saber_build_trees(const float* bhat, int vocabulary, int topics, int padded, float* l4,
                                              float* l3, float* l2, float* totals) {
   const int lane = threadIdx.x & 31;
   const long long v = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
   if (v >= vocabulary) return;  // whole warps leave together
-  const float* weights = bhat + v * topics;
   float* out4 = l4 + v * padded;
-  float carry = 0.0f;
-  for (int start = 0; start < padded; start += W) {
-    const int k = start + lane;
-    const float prefix = __fadd_rn(warp_scan(k < topics ? weights[k] : 0.0f), carry);
-    out4[k] = prefix;
-    carry = __shfl_sync(FULL_MASK, prefix, W - 1);
-  }
-  const float total = carry;
+  const float total = chunked_scan(bhat + v * topics, topics, padded, out4);
   __syncwarp();  // out4 written before other lanes read it
   float* out3 = l3 + v * LEVEL3;
   for (int i = lane; i < LEVEL3; i += W) out3[i] = (i + 1) * W <= padded ? out4[(i + 1) * W - 1] : total;
   __syncwarp();
   l2[v * W + lane] = out3[(lane + 1) * W - 1];
   if (lane == 0) totals[v] = total;
+}
+
+extern "C" __global__ void saber_word_totals(const float* bhat, int vocabulary, int topics, int padded,
+                                             float* totals) {
+  const long long v = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+  if (v >= vocabulary) return;
+  const float total = chunked_scan(bhat + v * topics, topics, padded, nullptr);
+  if ((threadIdx.x & 31) == 0) totals[v] = total;
+}
+
+// A thread per word: column i keeps i with probability[i], else gives alias[i]. The small
+// columns' stack grows from the start of the word's row of `stacks`, the large columns'
+// from its end: together they never hold more than K columns.
+extern "C" __global__ void saber_build_aliases(const float* bhat, const float* totals, int vocabulary, int topics,
+                                               float* probability, int* alias, int* stacks) {
+  const long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (v >= vocabulary) return;
+  const float* weights = bhat + v * topics;
+  float* p = probability + v * topics;
+  int* a = alias + v * topics;
+  int* stack = stacks + v * topics;
+  const float scale = __fdiv_rn(float(topics), totals[v]);
+  int small = 0, large = 0;  // stack[0, small) and stack[topics - large, topics), top at topics - large
+  for (int i = 0; i < topics; ++i) {
+    p[i] = __fmul_rn(weights[i], scale);
+    a[i] = i;
+    if (p[i] < 1.0f) stack[small++] = i;
+    else stack[topics - 1 - large++] = i;
+  }
+  while (small && large) {
+    const int s = stack[--small], l = stack[topics - large];
+    a[s] = l;
+    p[l] = __fsub_rn(__fadd_rn(p[l], p[s]), 1.0f);
+    if (p[l] < 1.0f) {
+      --large;
+      stack[small++] = l;
+    }
+  }
+  for (int i = 0; i < small; ++i) p[stack[i]] = 1.0f;  // rounding leaves columns a hair below 1
+  for (int i = 0; i < large; ++i) p[stack[topics - 1 - i]] = 1.0f;
 }
 
 // ---------------------------------------------------------------------------
