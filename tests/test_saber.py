@@ -254,3 +254,16 @@ def test_verify_compares_each_stage_with_its_structures_twin():
     got["topics"][7] = (got["topics"][7] + 1) % 33
     ok, detail = SUITE.agrees(case, got, 1e-3)
     assert not ok and detail.startswith("1 of")
+
+
+@pytest.mark.parametrize("header, missing", [("0\n0\n0\n", "documents"), ("3\n0\n0\n", "words in its vocabulary"),
+                                             ("3\n5\n0\n", "tokens")])
+def test_a_corpus_with_nothing_to_sample_is_a_one_line_error(tmp_path, header, missing):
+    from bench import harness
+    from impls.saber.suite import SUITE
+
+    path = tmp_path / "docword.empty.txt"
+    path.write_text(header)
+    plan = harness.plan(SUITE, {"dataset": str(path), "K": "5"}, "cpu")
+    with pytest.raises(BenchError, match=f"has no {missing}"):
+        SUITE.check(plan.points)  # what a sweep and a verification do before anything else

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.corpus import cached_corpus, is_synthetic, parse_datasets
+from bench.errors import BenchError
 from bench.specs import parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
@@ -100,7 +101,11 @@ class SaberSuite(Suite):
 
     def check(self, points: list[dict]) -> None:
         for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
-            cached_corpus(dataset, scale)
+            corpus = cached_corpus(dataset, scale)
+            for count, what in ((corpus.num_docs, "documents"), (corpus.vocab_size, "words in its vocabulary"),
+                                (corpus.words.size, "tokens")):
+                if count == 0:
+                    raise BenchError(f"corpus {dataset} has no {what}: there is nothing to sample")
 
     def prepare(self, point: dict) -> Workload:
         corpus = cached_corpus(point["dataset"], point["scale"])
