@@ -64,6 +64,20 @@ def test_e_step_draws_the_twins_topics_in_any_order(kind, topics):
         np.testing.assert_array_equal(cupy.asnumpy(got), expected)
 
 
+@pytest.mark.parametrize("topics", [1, 33, 1000])
+def test_segmented_count_is_the_twins_for_short_long_and_empty_documents(topics):
+    rng = np.random.default_rng(topics)
+    lengths = np.concatenate([rng.integers(1, 60, 50), [0, gpu.SSC_CAP, gpu.SSC_CAP + 1, 3000, 0], [1, 2, 700]])
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    words = rng.integers(0, 40, doc_ptr[-1]).astype(np.int32)
+    doc_of = np.repeat(np.arange(lengths.size, dtype=np.int32), lengths)
+    z = np.minimum(rng.zipf(1.5, doc_ptr[-1]) - 1, topics - 1).astype(np.int32)
+    expected = model.count(doc_ptr, words, z, 40, topics)
+    got = gpu.count(cupy.asarray(doc_ptr), cupy.asarray(doc_of), cupy.asarray(words), cupy.asarray(z), 40, topics)
+    for field in ("a_ptr", "a_idx", "a_val", "b", "topic_totals"):
+        np.testing.assert_array_equal(cupy.asnumpy(getattr(got, field)), getattr(expected, field), err_msg=field)
+
+
 def test_gpu_counts_and_iterations_are_the_twins():
     from bench.timing import RunContext
     from impls.saber.suite import SUITE, iterate, iterate_gpu
@@ -77,7 +91,7 @@ def test_gpu_counts_and_iterations_are_the_twins():
     point = {"suite": "saber", "backend": "gpu", "dataset": "tiny", "scale": 1.0, "K": 70, "iterations": 3,
              "chunks": 3}
     work = SUITE.prepare(point)
-    for stage in ("G0", "G1", "G2"):
+    for stage in ("G0", "G1", "G2", "G3"):
         topics = {}
         for run in (iterate, iterate_gpu):
             ctx = RunContext("gpu" if run is iterate_gpu else "cpu")

@@ -100,7 +100,44 @@ def count_by_sorting(doc_of, words, z, documents: int, vocabulary: int, topics: 
 
     keys, runs = cupy.unique(doc_of.astype(cupy.int64) * topics + z, return_counts=True)
     a_ptr = cupy.searchsorted(keys // topics, cupy.arange(documents + 1), side="left").astype(cupy.int64)
+    return Counts(a_ptr, (keys % topics).astype(cupy.int32), runs.astype(cupy.int32),
+                  *_word_counts(words, z, vocabulary, topics))
+
+
+SSC_CAP = 512  # tokens of a document sorted in shared memory (a power of two); longer ones by cupy first
+
+
+def count(doc_ptr, doc_of, words, z, vocabulary: int, topics: int) -> Counts:
+    """A by a segmented count per document (SSC, Fig. 8: a warp per document, sorted in
+    shared memory), B by one bincount. Equal to the twin's `count`."""
+    import cupy
+
+    documents = int(doc_ptr.size - 1)
+    tokens = int(z.size)
+    lengths = cupy.diff(doc_ptr)
+    sorted_z = z
+    long_tokens = cupy.flatnonzero((lengths > SSC_CAP)[doc_of])
+    if long_tokens.size:  # the few long documents: their segments sorted by (document, topic) at once
+        sorted_z = z.copy()
+        segment = z[long_tokens]
+        sorted_z[long_tokens] = segment[cupy.lexsort(cupy.stack([segment, doc_of[long_tokens]]))]
+    keys = cupy.empty(tokens, cupy.int32)
+    runs = cupy.empty(tokens, cupy.int32)
+    scratch = cupy.empty(tokens, cupy.int32)
+    n_keys = cupy.empty(documents, cupy.int32)
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    raw_kernel(KERNEL_SOURCE, "saber_segmented_count")((_warp_grid(documents, sms * 2048 // BLOCK),), (BLOCK,), (
+        doc_ptr, np.int32(documents), z, sorted_z, np.int32(SSC_CAP), scratch, keys, runs, n_keys),
+        shared_mem=2 * SSC_CAP * 4 * (BLOCK // W))
+    a_ptr = cupy.concatenate([cupy.zeros(1, cupy.int64), cupy.cumsum(n_keys, dtype=cupy.int64)])
+    kept = (cupy.arange(tokens) - doc_ptr[doc_of]) < n_keys[doc_of]  # the first n_keys slots of each document
+    return Counts(a_ptr, keys[kept], runs[kept], *_word_counts(words, z, vocabulary, topics))
+
+
+def _word_counts(words, z, vocabulary: int, topics: int):
+    """B [V, K] by one bincount, and its topic totals."""
+    import cupy
+
     b = cupy.bincount(words.astype(cupy.int64) * topics + z, minlength=vocabulary * topics).astype(cupy.int32)
     b = b.reshape(vocabulary, topics)
-    return Counts(a_ptr, (keys % topics).astype(cupy.int32), runs.astype(cupy.int32), b,
-                  b.sum(axis=0, dtype=cupy.int64))
+    return b, b.sum(axis=0, dtype=cupy.int64)

@@ -1,6 +1,6 @@
 """The `saber` suite: SaberLDA's sparsity-aware LDA (ESCA) by stage, G0 to G4, each a variant.
-The CPU twins (numba, impls/saber/model.py) for every stage; on the GPU so far G0-G2
-(impls/saber/gpu.py): SSC (G3) and the workers (G4) come next.
+The CPU twins (numba, impls/saber/model.py) for every stage; on the GPU so far G0-G3
+(impls/saber/gpu.py): the asynchronous workers (G4) come next.
 
 A stage is (token order, per-word structure, how A is rebuilt):
 G0 document order, alias table, one global sort; G1 PDOW (partition by document, order by
@@ -36,7 +36,7 @@ DOCS = {"G0": "document order, alias tables, counts by one global sort",
         "G3": "G2 + SSC: A rebuilt by a segmented count per document",
         "G4": "G3 + asynchronous workers (GPU); on the CPU the same computation as G3"}
 SEED = 0
-GPU_STAGES = ("G0", "G1", "G2")  # built on the GPU so far
+GPU_STAGES = ("G0", "G1", "G2", "G3")  # built on the GPU so far
 
 
 def _default_scale(backend: str, given: dict) -> str:
@@ -56,7 +56,7 @@ class Workload:
     topics: int
     iterations: int
     pdow: np.ndarray  # token ids in PDOW order (the layout is prepared once, untimed)
-    device: dict | None = None  # words, doc_of and pdow on the GPU, for the GPU stages
+    device: dict | None = None  # doc_ptr, words, doc_of and pdow on the GPU, for the GPU stages
     seed: int = SEED  # of the initial topics and of every draw
 
     @property
@@ -66,7 +66,7 @@ class Workload:
 
 class SaberSuite(Suite):
     name = "saber"
-    description = "SaberLDA's sparsity-aware LDA by stage (G0-G4): CPU twins, G0-G2 on the GPU so far"
+    description = "SaberLDA's sparsity-aware LDA by stage (G0-G4): CPU twins, G0-G3 on the GPU so far"
     axes = (
         Axis("dataset", "nytimes-synth", parse_datasets, "catalogue name or path"),
         Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
@@ -115,7 +115,7 @@ class SaberSuite(Suite):
         if point["backend"] == "gpu":
             import cupy
 
-            work.device = {name: cupy.asarray(getattr(work, name)) for name in ("words", "doc_of", "pdow")}
+            work.device = {name: cupy.asarray(getattr(work, name)) for name in ("doc_ptr", "words", "doc_of", "pdow")}
         return work
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
@@ -180,20 +180,26 @@ def iterate(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
 
 
 def iterate_gpu(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
-    """`iterate` on the GPU (G0-G2: counts by one global sort); the same topics as the twin's."""
+    """`iterate` on the GPU (G0-G3); the same topics as the twin's."""
     import cupy
 
     from impls.saber import gpu
 
     if variant not in GPU_STAGES:
         raise ValueError(f"{variant} is not on the GPU yet")
-    pdow, structure, _ = STAGES[variant]
+    pdow, structure, ssc = STAGES[variant]
     dev = work.device
     order = dev["pdow"] if pdow else cupy.arange(work.tokens, dtype=cupy.int64)
     documents = work.doc_ptr.size - 1
+
+    def rebuild(z):
+        if ssc:
+            return gpu.count(dev["doc_ptr"], dev["doc_of"], dev["words"], z, work.vocabulary, work.topics)
+        return gpu.count_by_sorting(dev["doc_of"], dev["words"], z, documents, work.vocabulary, work.topics)
+
     with ctx.untimed():
         z = cupy.asarray(model.initial_topics(work.tokens, work.topics, work.seed))
-        counts = gpu.count_by_sorting(dev["doc_of"], dev["words"], z, documents, work.vocabulary, work.topics)
+        counts = rebuild(z)
     for iteration in range(work.iterations):
         with ctx.phase("preprocess"):
             bhat = gpu.b_hat(counts.b, counts.topic_totals)
@@ -201,7 +207,7 @@ def iterate_gpu(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
         with ctx.phase("sample"):
             z = gpu.e_step(order, dev["doc_of"], dev["words"], counts, bhat, structures, work.seed, iteration)
         with ctx.phase("rebuild"):
-            counts = gpu.count_by_sorting(dev["doc_of"], dev["words"], z, documents, work.vocabulary, work.topics)
+            counts = rebuild(z)
         ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
     return cupy.asnumpy(z), counts.a_idx.size / documents
 

@@ -225,3 +225,71 @@ extern "C" __global__ void saber_sample_alias(const long long* order, long long 
   sample(order, tokens, doc_of, words, a_ptr, a_idx, a_val, bhat, topics, alpha, totals,
          Alias{probability, alias, topics}, seed, iteration, z);
 }
+
+// ---------------------------------------------------------------------------
+// SSC (Fig. 8, G3 on): A rebuilt by a segmented count per document, a warp per document.
+// A document of at most `cap` tokens is sorted in the warp's shared memory (bitonic, padded
+// to a power of two with INT_MAX); a longer one arrives sorted in `sorted_z` (the caller
+// sorts those few segments) and uses `scratch` for its run starts. The distinct topics, in
+// increasing order, and their counts go to keys/counts[doc_ptr[d] + r], their number to
+// n_keys[d]. Dynamic shared memory: 2 * cap ints per warp.
+__device__ void bitonic_sort(int* values, int size) {  // size a power of two; the whole warp calls it
+  const int lane = threadIdx.x & 31;
+  for (int span = 2; span <= size; span <<= 1) {
+    for (int stride = span >> 1; stride > 0; stride >>= 1) {
+      for (int i = lane; i < size / 2; i += W) {
+        const int lo = 2 * stride * (i / stride) + i % stride, hi = lo + stride;
+        const bool ascending = (lo & span) == 0;
+        const int a = values[lo], b = values[hi];
+        if ((a > b) == ascending) {
+          values[lo] = b;
+          values[hi] = a;
+        }
+      }
+      __syncwarp();
+    }
+  }
+}
+
+extern "C" __global__ void saber_segmented_count(const long long* doc_ptr, int documents, const int* z,
+                                                 const int* sorted_z, int cap, int* scratch, int* keys, int* counts,
+                                                 int* n_keys) {
+  extern __shared__ int shared_ints[];
+  const int lane = threadIdx.x & 31;
+  int* buffer = shared_ints + (threadIdx.x >> 5) * 2 * cap;
+  const long long warps = (gridDim.x * (long long)blockDim.x) >> 5;
+  for (long long d = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; d < documents; d += warps) {
+    const long long first = doc_ptr[d];
+    const int n = int(doc_ptr[d + 1] - first);
+    const int* sorted;
+    int* starts;
+    if (n <= cap) {
+      int size = 1;
+      while (size < n) size <<= 1;
+      for (int i = lane; i < size; i += W) buffer[i] = i < n ? z[first + i] : 0x7fffffff;
+      __syncwarp();
+      bitonic_sort(buffer, size);
+      sorted = buffer;
+      starts = buffer + cap;
+    } else {
+      sorted = sorted_z + first;
+      starts = scratch + first;
+    }
+    int found = 0;  // distinct topics before this chunk
+    for (int base = 0; base < n; base += W) {
+      const int i = base + lane;
+      const bool start = i < n && (i == 0 || sorted[i] != sorted[i - 1]);
+      const unsigned ballot = __ballot_sync(FULL_MASK, start);
+      if (start) starts[found + __popc(ballot & ((1u << lane) - 1))] = i;
+      found += __popc(ballot);
+    }
+    __syncwarp();  // the starts are written before they are read
+    for (int r = lane; r < found; r += W) {
+      const int s = starts[r], e = r + 1 < found ? starts[r + 1] : n;
+      keys[first + r] = sorted[s];
+      counts[first + r] = e - s;
+    }
+    if (lane == 0) n_keys[d] = found;
+    __syncwarp();  // the buffer is read before the next document is written to it
+  }
+}
