@@ -76,6 +76,17 @@ def test_tree_levels_point_at_the_last_prefix_of_each_group():
     assert np.all(l3[3000 // 32 + 1:] == total) and l2[0] == l3[31] and l2[W - 1] == total == 3000
 
 
+def test_a_draw_at_the_total_stays_below_k():
+    # Random float32 weights: the scan padded with zeros ends an ulp above the last
+    # prefix for some words; the padding now holds the last prefix, so u = 1 draws K - 1.
+    rng = np.random.default_rng(7)
+    for topics in range(2, 200):
+        for _ in range(5):
+            total, l4, l3, l2 = _tree(rng.random(topics, dtype=np.float32))
+            assert total == l4[topics - 1]
+            assert structures.tree_sample(l4, l3, l2, np.float32(1) * total) == topics - 1
+
+
 @pytest.mark.parametrize("topics", [1, 2, 3, 17, 64, 100, 1000])
 def test_alias_table_holds_the_distribution(topics):
     weights = np.random.default_rng(topics).random(topics).astype(np.float32) + np.float32(0.01)

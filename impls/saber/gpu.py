@@ -105,6 +105,7 @@ def count_by_sorting(doc_of, words, z, documents: int, vocabulary: int, topics: 
 
 
 SSC_CAP = 512  # tokens of a document sorted in shared memory (a power of two); longer ones by cupy first
+assert SSC_CAP & (SSC_CAP - 1) == 0, "the bitonic sort pads a document to a power of two no larger than SSC_CAP"
 
 
 def count(doc_ptr, doc_of, words, z, vocabulary: int, topics: int) -> Counts:

@@ -30,7 +30,9 @@ def chunked_scan(values, out):
     """out[i] = values[0] + ... + values[i] in float32, as a warp computes it: for each
     chunk of 32 an inclusive Hillis-Steele scan (lane l adds lane l - o for o = 1, 2, 4,
     8, 16), then the carry (the last prefix of the chunk before) added. out may be longer
-    than values (padding): its tail holds the total."""
+    than values (padding): its tail holds the last prefix, out[values.size - 1]. (Not the
+    scan's lane 31: padded with zeros, it groups the last chunk's sums differently and can
+    end an ulp above the last prefix, where a draw of u = 1 would land past the values.)"""
     lanes = np.empty(W, np.float32)
     carry = np.float32(0)
     for start in range(0, out.size, W):
@@ -42,6 +44,8 @@ def chunked_scan(values, out):
         for lane in range(W):
             out[start + lane] = lanes[lane] + carry
         carry = out[start + W - 1]
+    if 0 < values.size < out.size:
+        out[values.size:] = out[values.size - 1]
 
 
 @numba.njit(cache=True)

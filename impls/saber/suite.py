@@ -207,6 +207,7 @@ def iterate_gpu(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
         with ctx.phase("sample"):
             z = gpu.e_step(order, dev["doc_of"], dev["words"], counts, bhat, structures, work.seed, iteration)
         with ctx.phase("rebuild"):
+            del bhat, structures, counts  # their GPU memory is free for the new counts (V x K each)
             counts = rebuild(z)
         ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
     return cupy.asnumpy(z), counts.a_idx.size / documents

@@ -65,16 +65,20 @@ __device__ __forceinline__ int warp_vote(float value, float x) {
 }
 
 // ---------------------------------------------------------------------------
-// The chunked prefix sums of a word's weights, padded to a multiple of W with the total
-// (written to out where it is not null); returns the total. The whole warp calls it.
+// The chunked prefix sums of a word's weights, padded to a multiple of W with the last
+// prefix (written to out where it is not null); returns that last prefix, the total. (Not
+// lane 31's: padded with zeros, the scan groups the last chunk's sums differently and can
+// end an ulp above it, where a draw of u = 1 would land past topic K - 1.) The whole warp
+// calls it.
 __device__ float chunked_scan(const float* weights, int topics, int padded, float* out) {
   const int lane = threadIdx.x & 31;
   float carry = 0.0f;
   for (int start = 0; start < padded; start += W) {
     const int k = start + lane;
-    const float prefix = __fadd_rn(warp_scan(k < topics ? weights[k] : 0.0f), carry);
+    float prefix = __fadd_rn(warp_scan(k < topics ? weights[k] : 0.0f), carry);
+    carry = __shfl_sync(FULL_MASK, prefix, start + W < padded ? W - 1 : (topics - 1) & (W - 1));
+    if (k >= topics) prefix = carry;
     if (out) out[k] = prefix;
-    carry = __shfl_sync(FULL_MASK, prefix, W - 1);
   }
   return carry;
 }
