@@ -35,7 +35,7 @@ def _state(topics: int, documents: int = 120, vocabulary: int = 300, seed: int =
 def test_b_hat_and_structures_are_the_twins_bit_for_bit(kind, topics):
     _, _, _, counts = _state(topics)
     bhat = model.b_hat(counts)
-    device_bhat = gpu.b_hat(cupy.asarray(counts.b), cupy.asarray(counts.topic_totals))
+    device_bhat = gpu.b_hat(gpu.to_device(counts))
     np.testing.assert_array_equal(cupy.asnumpy(device_bhat), bhat)
     cpu, dev = model.preprocess(bhat, kind), gpu.preprocess(device_bhat, kind)
     for level in ("totals", "level4", "level3", "level2"):
@@ -80,7 +80,7 @@ def test_segmented_count_is_the_twins_for_short_long_and_empty_documents(topics)
 
 def test_gpu_counts_and_iterations_are_the_twins():
     from bench.timing import RunContext
-    from impls.saber.suite import SUITE, iterate, iterate_gpu
+    from impls.saber.suite import SUITE, iterate
 
     doc_ptr, words, doc_of, counts = _state(70)
     z = model.initial_topics(words.size, 70, SEED)
@@ -93,9 +93,9 @@ def test_gpu_counts_and_iterations_are_the_twins():
     work = SUITE.prepare(point)
     for stage in ("G0", "G1", "G2", "G3"):
         topics = {}
-        for run in (iterate, iterate_gpu):
-            ctx = RunContext("gpu" if run is iterate_gpu else "cpu")
+        for device in ("cpu", "gpu"):
+            ctx = RunContext(device)
             with ctx.timed():
-                topics[run.__name__], _ = run(work, stage, ctx)
+                topics[device], _ = iterate(work, stage, ctx, device)
             assert [row["iteration"] for row in ctx.series] == [1, 2, 3] and set(ctx.phases) == set(SUITE.phases)
-        np.testing.assert_array_equal(topics["iterate_gpu"], topics["iterate"], err_msg=stage)
+        np.testing.assert_array_equal(topics["gpu"], topics["cpu"], err_msg=stage)

@@ -4,6 +4,7 @@ operations in its order, so that the GPU draws the topics the CPU twin draws.
 CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -16,17 +17,25 @@ KERNEL_SOURCE = Path(__file__).parent / "kernels" / "saber.cu"
 BLOCK = 256  # threads: 8 warps, a warp per word or token
 
 
-def _warp_grid(items: int, limit: int | None = None) -> int:
-    blocks = -(-items * W // BLOCK)
-    return max(1, min(blocks, limit) if limit else blocks)
+def _warp_grid(items: int, grid_stride: bool = False) -> int:
+    """Blocks for a warp per item; for a grid-stride loop, no more than the GPU holds at once."""
+    blocks = max(1, -(-items * W // BLOCK))
+    return min(blocks, _resident_blocks()) if grid_stride else blocks
 
 
-def b_hat(b, topic_totals):
+@cache
+def _resident_blocks() -> int:
+    import cupy
+
+    return cupy.cuda.Device().attributes["MultiProcessorCount"] * 2048 // BLOCK
+
+
+def b_hat(counts: Counts):
     """Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta)."""
     import cupy
 
-    denominator = topic_totals.astype(cupy.float32) + np.float32(b.shape[0]) * BETA
-    return (b.astype(cupy.float32) + BETA) / denominator
+    denominator = counts.topic_totals.astype(cupy.float32) + np.float32(counts.b.shape[0]) * BETA
+    return (counts.b.astype(cupy.float32) + BETA) / denominator
 
 
 def build_trees(bhat) -> Structures:
@@ -80,8 +89,7 @@ def e_step(order, doc_of, words, counts: Counts, bhat, structures: Structures, s
                                             np.int32(structures.level4.shape[1]))
     else:
         name, extra = "saber_sample_alias", (structures.level4, structures.level3)
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, sms * 2048 // BLOCK),), (BLOCK,), (
+    raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, grid_stride=True),), (BLOCK,), (
         *common, *extra, np.uint32(seed), np.uint32(iteration), z))
     return z
 
@@ -126,8 +134,7 @@ def count(doc_ptr, doc_of, words, z, vocabulary: int, topics: int) -> Counts:
     runs = cupy.empty(tokens, cupy.int32)
     scratch = cupy.empty(tokens, cupy.int32)
     n_keys = cupy.empty(documents, cupy.int32)
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    raw_kernel(KERNEL_SOURCE, "saber_segmented_count")((_warp_grid(documents, sms * 2048 // BLOCK),), (BLOCK,), (
+    raw_kernel(KERNEL_SOURCE, "saber_segmented_count")((_warp_grid(documents, grid_stride=True),), (BLOCK,), (
         doc_ptr, np.int32(documents), z, sorted_z, np.int32(SSC_CAP), scratch, keys, runs, n_keys),
         shared_mem=2 * SSC_CAP * 4 * (BLOCK // W))
     a_ptr = cupy.concatenate([cupy.zeros(1, cupy.int64), cupy.cumsum(n_keys, dtype=cupy.int64)])

@@ -11,6 +11,7 @@ topics, and G2, G3 and G4 the same. Each iteration is timed by phase: preprocess
 the structures), sample (the E-step), rebuild (A and B from z).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,8 +120,7 @@ class SaberSuite(Suite):
         return work
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
-        run_stage = iterate_gpu if work.device else iterate
-        return {"final_kd_mean": run_stage(work, variant, ctx)[1]}
+        return {"final_kd_mean": iterate(work, variant, ctx, "gpu" if work.device else "cpu")[1]}
 
     def derived(self, work: Workload, row: dict) -> dict:
         return {"tokens_per_s": work.tokens * work.iterations / row["seconds"]}
@@ -147,7 +147,7 @@ class SaberSuite(Suite):
     def output(self, case: dict, variant: str, device: str) -> dict:
         ctx = RunContext(device)
         with ctx.timed():
-            topics = (iterate_gpu if device == "gpu" else iterate)(case["work"], variant, ctx)[0]
+            topics = iterate(case["work"], variant, ctx, device)[0]
         return {"variant": variant, "topics": topics}
 
     def agrees(self, case: dict, got: dict, alpha: float) -> tuple[bool, str]:
@@ -158,38 +158,34 @@ class SaberSuite(Suite):
         return differ == 0, f"{differ} of {got['topics'].size} topics differ from those of the CPU twin {twin}"
 
 
-def iterate(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
-    """All the iterations of a stage from the seeded initial topics: (z, final kd_mean)."""
-    pdow, structure, ssc = STAGES[variant]
+@dataclass
+class _Device:
+    """Where `iterate` runs: the module of its steps (the twin, `model`, or `gpu`, with the
+    same signatures), the token arrays there, the stage's rebuild and the topics' transfers."""
+
+    steps: object
+    doc_of: object
+    words: object
+    pdow: object
+    document_order: object
+    rebuild: Callable
+    upload: Callable
+    download: Callable
+
+
+def _cpu(work: Workload, ssc: bool) -> _Device:
     rebuild = model.count if ssc else model.count_by_sorting
-    order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)
-    documents = work.doc_ptr.size - 1
-    with ctx.untimed():
-        z = model.initial_topics(work.tokens, work.topics, work.seed)
-        counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
-    for iteration in range(work.iterations):
-        with ctx.phase("preprocess"):
-            bhat = model.b_hat(counts)
-            structures = model.preprocess(bhat, structure)
-        with ctx.phase("sample"):
-            z = model.e_step(order, work.doc_of, work.words, counts, bhat, structures, work.seed, iteration)
-        with ctx.phase("rebuild"):
-            counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
-        ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
-    return z, counts.a_idx.size / documents
+    return _Device(model, work.doc_of, work.words, work.pdow, np.arange(work.tokens, dtype=np.int64),
+                   lambda z: rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics),
+                   np.asarray, np.asarray)
 
 
-def iterate_gpu(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
-    """`iterate` on the GPU (G0-G3); the same topics as the twin's."""
+def _gpu(work: Workload, ssc: bool) -> _Device:
     import cupy
 
     from impls.saber import gpu
 
-    if variant not in GPU_STAGES:
-        raise ValueError(f"{variant} is not on the GPU yet")
-    pdow, structure, ssc = STAGES[variant]
     dev = work.device
-    order = dev["pdow"] if pdow else cupy.arange(work.tokens, dtype=cupy.int64)
     documents = work.doc_ptr.size - 1
 
     def rebuild(z):
@@ -197,20 +193,33 @@ def iterate_gpu(work: Workload, variant: str, ctx) -> tuple[np.ndarray, float]:
             return gpu.count(dev["doc_ptr"], dev["doc_of"], dev["words"], z, work.vocabulary, work.topics)
         return gpu.count_by_sorting(dev["doc_of"], dev["words"], z, documents, work.vocabulary, work.topics)
 
+    return _Device(gpu, dev["doc_of"], dev["words"], dev["pdow"], cupy.arange(work.tokens, dtype=cupy.int64),
+                   rebuild, cupy.asarray, cupy.asnumpy)
+
+
+def iterate(work: Workload, variant: str, ctx, device: str = "cpu") -> tuple[np.ndarray, float]:
+    """All the iterations of a stage from the seeded initial topics, on `device` (the GPU
+    draws the twin's topics): (z on the host, final kd_mean)."""
+    if device == "gpu" and variant not in GPU_STAGES:
+        raise ValueError(f"{variant} is not on the GPU yet")
+    pdow, structure, ssc = STAGES[variant]
+    on = (_gpu if device == "gpu" else _cpu)(work, ssc)
+    order = on.pdow if pdow else on.document_order
+    documents = work.doc_ptr.size - 1
     with ctx.untimed():
-        z = cupy.asarray(model.initial_topics(work.tokens, work.topics, work.seed))
-        counts = rebuild(z)
+        z = on.upload(model.initial_topics(work.tokens, work.topics, work.seed))
+        counts = on.rebuild(z)
     for iteration in range(work.iterations):
         with ctx.phase("preprocess"):
-            bhat = gpu.b_hat(counts.b, counts.topic_totals)
-            structures = gpu.preprocess(bhat, structure)
+            bhat = on.steps.b_hat(counts)
+            structures = on.steps.preprocess(bhat, structure)
         with ctx.phase("sample"):
-            z = gpu.e_step(order, dev["doc_of"], dev["words"], counts, bhat, structures, work.seed, iteration)
+            z = on.steps.e_step(order, on.doc_of, on.words, counts, bhat, structures, work.seed, iteration)
         with ctx.phase("rebuild"):
-            del bhat, structures, counts  # their GPU memory is free for the new counts (V x K each)
-            counts = rebuild(z)
+            del bhat, structures, counts  # their memory is free for the new counts (V x K each)
+            counts = on.rebuild(z)
         ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
-    return cupy.asnumpy(z), counts.a_idx.size / documents
+    return on.download(z), counts.a_idx.size / documents
 
 
 SUITE = SaberSuite()
