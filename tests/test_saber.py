@@ -199,7 +199,7 @@ def test_topics_do_not_depend_on_the_order_tokens_are_visited_in():
     for kind in model.STRUCTURES:
         structures_ = model.preprocess(bhat, kind)
         by_document = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures_, 4, 0)
-        pdow = model.pdow_order(doc_ptr, words, chunks=4)
+        pdow = model.pdow_order(model.chunk_layout(doc_ptr, words, chunks=4))
         assert sorted(pdow) == list(range(words.size)) and not np.array_equal(pdow, np.arange(words.size))
         assert np.array_equal(model.e_step(pdow, doc_of, words, counts, bhat, structures_, 4, 0), by_document)
         assert not np.array_equal(model.e_step(pdow, doc_of, words, counts, bhat, structures_, 4, 1), by_document)
@@ -224,7 +224,7 @@ def test_stages_with_one_structure_draw_the_same_topics_and_the_suite_sweeps(tmp
         ctx = RunContext("cpu")
         with ctx.timed():
             topics[stage], _ = iterate(work, stage, ctx)
-        assert [row["iteration"] for row in ctx.series] == [1, 2] and set(ctx.phases) == set(SUITE.phases)
+        assert [row["iteration"] for row in ctx.series] == [1, 2] and set(ctx.phases) == {"preprocess", "sample", "rebuild"}
     assert np.array_equal(topics["G0"], topics["G1"])  # PDOW only reorders
     assert np.array_equal(topics["G2"], topics["G3"]) and np.array_equal(topics["G2"], topics["G4"])
     assert not np.array_equal(topics["G0"], topics["G2"])  # alias and tree map u2 to topics differently
@@ -278,3 +278,40 @@ def test_a_corpus_with_nothing_to_sample_is_a_one_line_error(tmp_path, header, m
     plan = harness.plan(SUITE, {"dataset": str(path), "K": "5"}, "cpu")
     with pytest.raises(BenchError, match=f"has no {missing}"):
         SUITE.check(plan.points)  # what a sweep and a verification do before anything else
+
+
+def test_chunk_layout_keeps_documents_whole_and_cuts_segments_of_one_word():
+    rng = np.random.default_rng(2)
+    lengths = np.concatenate([rng.integers(1, 60, 100), [0, 2000]])
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    words = np.minimum(rng.zipf(1.2, doc_ptr[-1]) - 1, 24).astype(np.int32)
+    layout = model.chunk_layout(doc_ptr, words, chunks=4)
+    assert max(np.bincount(c.words).max() for c in layout) > model.SEGMENT_TOKENS  # a word cut into segments
+    assert [c.first_token for c in layout] == [int(doc_ptr[c.first_document]) for c in layout]
+    assert sum(c.documents for c in layout) == lengths.size and sum(c.tokens for c in layout) == words.size
+    for chunk in layout:
+        assert np.array_equal(chunk.doc_ptr, doc_ptr[chunk.first_document:chunk.first_document + chunk.documents + 1]
+                              - chunk.first_token)
+        sizes = np.diff(chunk.segment_ptr)
+        assert sizes.min() > 0 and sizes.max() <= model.SEGMENT_TOKENS and chunk.segment_ptr[-1] == chunk.tokens
+        assert np.all(np.diff(sizes[chunk.schedule]) <= 0)  # the longest segment first
+        for first, last in zip(chunk.segment_ptr[:-1], chunk.segment_ptr[1:]):
+            assert np.unique(chunk.words[chunk.by_word[first:last]]).size == 1
+        per_word = np.bincount(chunk.words)
+        assert chunk.schedule.size == (-(-per_word // model.SEGMENT_TOKENS)).sum()  # as few segments as that allows
+    assert sorted(model.pdow_order(layout)) == list(range(words.size))
+    assert len(model.chunk_layout(doc_ptr, words, chunks=100)) <= lengths.size  # never an empty chunk
+
+
+def test_memory_budget_chooses_chunks_or_is_a_one_line_error():
+    from impls.saber import stream
+
+    doc_ptr = np.arange(0, 100_001, 100, dtype=np.int64)  # 1000 documents of 100 tokens
+    model_gib = stream.model_bytes(500, 1000) / stream.GIB
+    corpus_gib = stream.chunk_bytes(100_000, 1000) / stream.GIB
+    assert stream.chunks_for_budget(doc_ptr, 500, 1000, 4, 2, 0.0) == (4, True)  # no budget
+    assert stream.chunks_for_budget(doc_ptr, 500, 1000, 4, 2, model_gib + corpus_gib) == (4, True)
+    chunks, resident = stream.chunks_for_budget(doc_ptr, 500, 1000, 4, 2, model_gib + corpus_gib / 4)
+    assert not resident and chunks >= 8  # a quarter of the corpus for 2 workers: an eighth each
+    with pytest.raises(BenchError, match="too small for one chunk"):
+        stream.chunks_for_budget(doc_ptr, 500, 1000, 4, 2, model_gib)

@@ -1,13 +1,14 @@
 """SaberLDA's GPU kernels against the CPU twin (needs CuPy and a GPU): B^, every word's
-tree and alias table, and the E-step's topics identical, bit for bit and topic for topic,
-for K from 1 to 32,768 (through the padding at multiples of 32 and the tree's levels),
-with both structures and the GPU taking tokens in PDOW order while the twin takes document
-order; the GPU stages' iterations equal to the twins'."""
+tree and alias table, the E-step's topics and the rebuilt counts identical, bit for bit
+and topic for topic, for K from 1 to 32,768 (through the padding at multiples of 32 and
+the tree's levels), with both structures, the GPU taking a chunk's tokens by word or in
+document order; every stage's iterations equal to the twins', resident or streamed within
+a memory budget, on one stream or on asynchronous workers."""
 
 import numpy as np
 import pytest
 
-from impls.saber import gpu, model
+from impls.saber import gpu, model, stream
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -35,7 +36,7 @@ def _state(topics: int, documents: int = 120, vocabulary: int = 300, seed: int =
 def test_b_hat_and_structures_are_the_twins_bit_for_bit(kind, topics):
     _, _, _, counts = _state(topics)
     bhat = model.b_hat(counts)
-    device_bhat = gpu.b_hat(gpu.to_device(counts))
+    device_bhat = gpu.b_hat(cupy.asarray(counts.b))
     np.testing.assert_array_equal(cupy.asnumpy(device_bhat), bhat)
     cpu, dev = model.preprocess(bhat, kind), gpu.preprocess(device_bhat, kind)
     for level in ("totals", "level4", "level3", "level2"):
@@ -50,52 +51,90 @@ def test_the_largest_tree_is_the_twins():
         np.testing.assert_array_equal(cupy.asnumpy(getattr(dev, level)), getattr(cpu, level), err_msg=level)
 
 
+def _device_chunks(doc_ptr, words, counts, chunks: int) -> list:
+    """The chunks on the device, each with the twin's A by slot (a document's non-zeros from its first position)."""
+    placed = []
+    for chunk in model.chunk_layout(doc_ptr, words, chunks):
+        host = stream.host_chunk(chunk, pinned=False)
+        for d in range(chunk.documents):
+            first, last = counts.a_ptr[chunk.first_document + d:chunk.first_document + d + 2]
+            at = host.doc_ptr[d]
+            host.a_idx[at:at + last - first] = counts.a_idx[first:last]
+            host.a_val[at:at + last - first] = counts.a_val[first:last]
+            host.n_keys[d] = last - first
+        placed.append(stream.on_device(host))
+    return placed
+
+
+def _gathered_z(chunks) -> np.ndarray:
+    return np.concatenate([cupy.asnumpy(chunk.z) for chunk in chunks])
+
+
+@pytest.mark.parametrize("by_word", [False, True])
 @pytest.mark.parametrize("kind", ["tree", "alias"])
-@pytest.mark.parametrize("topics", [1, 5, 32, 33, 1000, 4097])
-def test_e_step_draws_the_twins_topics_in_any_order(kind, topics):
+@pytest.mark.parametrize("topics", [1, 5, 32, 33, 1000, 4097, 32768])
+def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_word):
     doc_ptr, words, doc_of, counts = _state(topics)
     bhat = model.b_hat(counts)
     structures = model.preprocess(bhat, kind)
-    pdow = model.pdow_order(doc_ptr, words, 4)
+    chunks = _device_chunks(doc_ptr, words, counts, 3)
+    device_bhat = cupy.asarray(bhat)
+    device_structures = gpu.preprocess(device_bhat, kind)
     for iteration in (0, 7):
         expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, iteration)
-        got = gpu.e_step(cupy.asarray(pdow), cupy.asarray(doc_of), cupy.asarray(words), gpu.to_device(counts),
-                         cupy.asarray(bhat), gpu.preprocess(cupy.asarray(bhat), kind), SEED, iteration)
-        np.testing.assert_array_equal(cupy.asnumpy(got), expected)
+        for chunk in chunks:
+            gpu.e_step(chunk, device_bhat, device_structures, SEED, iteration, by_word)
+        np.testing.assert_array_equal(_gathered_z(chunks), expected)
 
 
+@pytest.mark.parametrize("ssc", [False, True])
 @pytest.mark.parametrize("topics", [1, 33, 1000])
-def test_segmented_count_is_the_twins_for_short_long_and_empty_documents(topics):
+def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     rng = np.random.default_rng(topics)
     lengths = np.concatenate([rng.integers(1, 60, 50), [0, gpu.SSC_CAP, gpu.SSC_CAP + 1, 3000, 0], [1, 2, 700]])
     doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     words = rng.integers(0, 40, doc_ptr[-1]).astype(np.int32)
-    doc_of = np.repeat(np.arange(lengths.size, dtype=np.int32), lengths)
     z = np.minimum(rng.zipf(1.5, doc_ptr[-1]) - 1, topics - 1).astype(np.int32)
     expected = model.count(doc_ptr, words, z, 40, topics)
-    got = gpu.count(cupy.asarray(doc_ptr), cupy.asarray(doc_of), cupy.asarray(words), cupy.asarray(z), 40, topics)
-    for field in ("a_ptr", "a_idx", "a_val", "b", "topic_totals"):
-        np.testing.assert_array_equal(cupy.asnumpy(getattr(got, field)), getattr(expected, field), err_msg=field)
+    b = cupy.zeros((40, topics), cupy.int32)
+    a_idx, a_val, a_ptr = [], [], [0]
+    for chunk in _device_chunks(doc_ptr, words, expected, 2):
+        chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
+        chunk.a_idx[...] = -1  # the twin's A, overwritten
+        gpu.rebuild(chunk, topics, ssc, b)
+        doc_ptr_c, n_keys = cupy.asnumpy(chunk.doc_ptr), cupy.asnumpy(chunk.n_keys)
+        for d in range(chunk.documents):
+            a_idx.append(cupy.asnumpy(chunk.a_idx[doc_ptr_c[d]:doc_ptr_c[d] + n_keys[d]]))
+            a_val.append(cupy.asnumpy(chunk.a_val[doc_ptr_c[d]:doc_ptr_c[d] + n_keys[d]]))
+            a_ptr.append(a_ptr[-1] + n_keys[d])
+    np.testing.assert_array_equal(np.array(a_ptr), expected.a_ptr)
+    np.testing.assert_array_equal(np.concatenate(a_idx), expected.a_idx)
+    np.testing.assert_array_equal(np.concatenate(a_val), expected.a_val)
+    np.testing.assert_array_equal(cupy.asnumpy(b), expected.b)
 
 
-def test_gpu_counts_and_iterations_are_the_twins():
+@pytest.mark.parametrize("memory", ["resident", "streamed"])
+def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory):
     from bench.timing import RunContext
     from impls.saber.suite import SUITE, iterate
 
-    doc_ptr, words, doc_of, counts = _state(70)
-    z = model.initial_topics(words.size, 70, SEED)
-    device = gpu.count_by_sorting(cupy.asarray(doc_of), cupy.asarray(words), cupy.asarray(z), doc_ptr.size - 1, 300,
-                                  70)
-    for field in ("a_ptr", "a_idx", "a_val", "b", "topic_totals"):
-        np.testing.assert_array_equal(cupy.asnumpy(getattr(device, field)), getattr(counts, field), err_msg=field)
     point = {"suite": "saber", "backend": "gpu", "dataset": "tiny", "scale": 1.0, "K": 70, "iterations": 3,
-             "chunks": 3}
+             "chunks": 2, "workers": 3, "memory": 0.0}
+    if memory == "streamed":  # room for the model and a sixth of the corpus per worker
+        work = SUITE.prepare({**point, "backend": "cpu"})
+        point["memory"] = (stream.model_bytes(work.vocabulary, 70)
+                           + stream.chunk_bytes(work.tokens, work.doc_ptr.size - 1) / 2) / stream.GIB
     work = SUITE.prepare(point)
-    for stage in ("G0", "G1", "G2", "G3"):
+    assert (work.corpus.device is None) == (memory == "streamed")
+    assert len(work.layout) >= (4 if memory == "streamed" else 2)
+    for stage in ("G0", "G1", "G2", "G3", "G4"):
         topics = {}
         for device in ("cpu", "gpu"):
             ctx = RunContext(device)
             with ctx.timed():
                 topics[device], _ = iterate(work, stage, ctx, device)
-            assert [row["iteration"] for row in ctx.series] == [1, 2, 3] and set(ctx.phases) == set(SUITE.phases)
+            assert [row["iteration"] for row in ctx.series] == [1, 2, 3]
+            phases = {"preprocess", "overlapped"} if device == "gpu" and stage == "G4" else \
+                {"preprocess", "sample", "rebuild"} | ({"transfer"} if device == "gpu" else set())
+            assert set(ctx.phases) == phases, stage
         np.testing.assert_array_equal(topics["gpu"], topics["cpu"], err_msg=stage)

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from bench.figures import caption, per_setting, save, setting_stem
 from bench.results import key_columns
 
-PHASES = ("sample", "rebuild", "preprocess")
+PHASES = ("sample", "rebuild", "preprocess", "transfer", "overlapped")  # G4 overlaps its chunks' phases
 # The paper's Sec. 4.1 (NYTimes, K = 1000, GTX 1080): (what, stage, over stage, phase or None for the total, change)
 CLAIMS = (("SL1 PDOW: sampling", "G1", "G0", "sample", -0.40),
           ("SL2 tree: pre-processing", "G2", "G1", "preprocess", -0.98),
@@ -36,13 +36,14 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     keys = [k for k in key_columns(meta["schema"]) if k in df]
     for setting, rows in per_setting(df, keys, always=("dataset", "K")):
         stages = sorted(rows["variant"].unique())
-        per_iteration = rows.groupby("variant")[[f"{p}_s" for p in PHASES]].median() / rows["iterations"].iloc[0]
+        phases = [p for p in PHASES if f"{p}_s" in rows and rows[f"{p}_s"].any()]
+        per_iteration = rows.groupby("variant")[[f"{p}_s" for p in phases]].median() / rows["iterations"].iloc[0]
         fig = Figure(figsize=(8, 4.5))
         ax = fig.add_subplot()
         bottom = np.zeros(len(stages))
-        for i, phase in enumerate(PHASES):
+        for phase in phases:
             values = per_iteration.loc[stages, f"{phase}_s"].to_numpy()
-            ax.bar(stages, values, bottom=bottom, label=phase, color=f"C{i}")
+            ax.bar(stages, values, bottom=bottom, label=phase, color=f"C{PHASES.index(phase)}")
             bottom += values
         ax.set(ylabel="seconds per iteration (median over repeats)")
         ax.set_title("Figure 9: time per phase by stage (" + ", ".join(f"{k}={v}" for k, v in setting.items()) + ")",

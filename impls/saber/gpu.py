@@ -4,13 +4,14 @@ operations in its order, so that the GPU draws the topics the CPU twin draws.
 CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from impls.cuda import raw_kernel
-from impls.saber.model import BETA, Counts, Structures, alpha_of
+from impls.saber.model import BETA, Structures, alpha_of
 from impls.saber.structures import LEVEL3, W, padded
 
 KERNEL_SOURCE = Path(__file__).parent / "kernels" / "saber.cu"
@@ -30,12 +31,12 @@ def _resident_blocks() -> int:
     return cupy.cuda.Device().attributes["MultiProcessorCount"] * 2048 // BLOCK
 
 
-def b_hat(counts: Counts):
+def b_hat(b):
     """Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta)."""
     import cupy
 
-    denominator = counts.topic_totals.astype(cupy.float32) + np.float32(counts.b.shape[0]) * BETA
-    return (counts.b.astype(cupy.float32) + BETA) / denominator
+    denominator = b.sum(axis=0, dtype=cupy.int64).astype(cupy.float32) + np.float32(b.shape[0]) * BETA
+    return (b.astype(cupy.float32) + BETA) / denominator
 
 
 def build_trees(bhat) -> Structures:
@@ -74,78 +75,123 @@ def preprocess(bhat, kind: str) -> Structures:
     return build_trees(bhat) if kind == "tree" else build_aliases(bhat)
 
 
-def e_step(order, doc_of, words, counts: Counts, bhat, structures: Structures, seed: int, iteration: int):
-    """New topics of every token (device arrays in, int32 z out), a warp per token taken in
-    `order`; counts' A and the structures on the device."""
+@dataclass
+class ChunkArrays:
+    """One chunk's arrays, in pinned host memory or on the device, positions local: its
+    layout (model.Chunk), the positions of its documents longer than SSC_CAP, its counts A
+    (by slot: document d's non-zeros at doc_ptr[d] + [0, n_keys[d]), so a chunk's A has a
+    fixed size and needs no compaction) and its topics z."""
+
+    first_token: int
+    doc_ptr: object
+    doc_of: object
+    words: object
+    by_word: object
+    segment_ptr: object
+    schedule: object
+    long_positions: object
+    a_idx: object
+    a_val: object
+    n_keys: object
+    z: object
+
+    LAYOUT = ("doc_ptr", "doc_of", "words", "by_word", "segment_ptr", "schedule", "long_positions")
+    STATE = ("a_idx", "a_val", "n_keys", "z")
+
+    @property
+    def tokens(self) -> int:
+        return int(self.z.size)
+
+    @property
+    def documents(self) -> int:
+        return int(self.n_keys.size)
+
+
+def long_positions(doc_ptr: np.ndarray) -> np.ndarray:
+    """The positions of the tokens of documents longer than SSC_CAP (sorted by cupy, not in
+    shared memory)."""
+    lengths = np.diff(doc_ptr)
+    return np.flatnonzero(np.repeat(lengths > SSC_CAP, lengths)).astype(np.int32)
+
+
+def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration: int, by_word: bool) -> None:
+    """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
+    warp per token in document order (G0), or a block per word segment (G1 on)."""
     import cupy
 
-    tokens = int(words.size)
     topics = int(bhat.shape[1])
-    z = cupy.empty(tokens, cupy.int32)
-    common = (order, np.int64(tokens), doc_of, words, counts.a_ptr, counts.a_idx, counts.a_val, bhat,
-              np.int32(topics), alpha_of(topics), structures.totals)
+    tokens = chunk.tokens
+    common = (np.int64(chunk.first_token), chunk.doc_of, chunk.words, chunk.doc_ptr, chunk.n_keys, chunk.a_idx,
+              chunk.a_val, bhat, np.int32(topics), alpha_of(topics), structures.totals)
     if structures.kind == "tree":
         name, extra = "saber_sample_tree", (structures.level4, structures.level3, structures.level2,
                                             np.int32(structures.level4.shape[1]))
     else:
         name, extra = "saber_sample_alias", (structures.level4, structures.level3)
-    raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, grid_stride=True),), (BLOCK,), (
-        *common, *extra, np.uint32(seed), np.uint32(iteration), z))
-    return z
+    if not by_word:
+        raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, grid_stride=True),), (BLOCK,), (
+            *common, *extra, np.int32(tokens), np.uint32(seed), np.uint32(iteration), chunk.z))
+        return
+    kernel = raw_kernel(KERNEL_SOURCE, name + "_by_word")
+    shared = topics * 4  # B^_v
+    if shared > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
+        kernel.max_dynamic_shared_size_bytes = shared
+    segments = int(chunk.schedule.size)
+    blocks = min(segments, _resident_blocks() * _blocks_per_sm(shared) // (2048 // BLOCK))
+    kernel((max(blocks, 1),), (BLOCK,), (*common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule,
+                                         np.int32(segments), cupy.zeros(1, cupy.int32), np.uint32(seed),
+                                         np.uint32(iteration), chunk.z), shared_mem=shared)
 
 
-def to_device(counts: Counts) -> Counts:
+@cache
+def _blocks_per_sm(shared: int) -> int:
+    """Blocks of BLOCK threads an SM holds with `shared` bytes each (threads or shared memory)."""
     import cupy
 
-    return Counts(*(cupy.asarray(a) for a in (counts.a_ptr, counts.a_idx, counts.a_val, counts.b,
-                                              counts.topic_totals)))
+    per_sm = cupy.cuda.Device().attributes["MaxSharedMemoryPerMultiprocessor"]
+    return max(1, min(2048 // BLOCK, per_sm // (shared + 1024)))  # 1 KiB the runtime reserves per block
 
 
-def count_by_sorting(doc_of, words, z, documents: int, vocabulary: int, topics: int) -> Counts:
-    """A and B from z as G0-G2 rebuild them: every token sorted by (document, topic) at
-    once, the runs of equal keys (cupy.unique), B by one bincount. Equal to the twin's."""
+def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b) -> None:
+    """The M-step of one chunk: its A from its z (in place: the chunk is sampled), by SSC
+    (G3 on) or one sort of its tokens by (document, topic) (G0-G2); its tokens added to B."""
+    (_segmented_count if ssc else _count_by_sorting)(chunk, topics)
+    tokens = chunk.tokens
+    raw_kernel(KERNEL_SOURCE, "saber_word_counts")((max(1, min(-(-tokens // BLOCK), _resident_blocks())),),
+                                                   (BLOCK,), (np.int32(tokens), chunk.words, chunk.z,
+                                                              np.int32(topics), b))
+
+
+def _count_by_sorting(chunk: ChunkArrays, topics: int) -> None:
+    """A as G0-G2 rebuild it: the chunk's tokens sorted by (document, topic) at once, the
+    runs of equal keys (cupy.unique), each written to its document's next slot."""
     import cupy
 
-    keys, runs = cupy.unique(doc_of.astype(cupy.int64) * topics + z, return_counts=True)
-    a_ptr = cupy.searchsorted(keys // topics, cupy.arange(documents + 1), side="left").astype(cupy.int64)
-    return Counts(a_ptr, (keys % topics).astype(cupy.int32), runs.astype(cupy.int32),
-                  *_word_counts(words, z, vocabulary, topics))
+    keys, runs = cupy.unique(chunk.doc_of.astype(cupy.int64) * topics + chunk.z, return_counts=True)
+    documents = (keys // topics).astype(cupy.int32)
+    firsts = cupy.searchsorted(documents, cupy.arange(chunk.documents + 1, dtype=cupy.int32))
+    slot = chunk.doc_ptr[documents] + (cupy.arange(keys.size, dtype=cupy.int32) - firsts[documents])
+    chunk.a_idx[slot] = (keys % topics).astype(cupy.int32)
+    chunk.a_val[slot] = runs.astype(cupy.int32)
+    chunk.n_keys[...] = cupy.diff(firsts).astype(cupy.int32)
+
+
+def _segmented_count(chunk: ChunkArrays, topics: int) -> None:
+    """A by a segmented count per document (SSC, Fig. 8): a warp per document sorts its
+    topics in shared memory; the long documents' segments are sorted by cupy first."""
+    import cupy
+
+    sorted_z = chunk.z
+    if chunk.long_positions.size:
+        sorted_z = chunk.z.copy()
+        segment = chunk.z[chunk.long_positions]
+        by_topic = cupy.lexsort(cupy.stack([segment, chunk.doc_of[chunk.long_positions]]))
+        sorted_z[chunk.long_positions] = segment[by_topic]
+    scratch = cupy.empty(chunk.tokens, cupy.int32)
+    raw_kernel(KERNEL_SOURCE, "saber_segmented_count")((_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
+        chunk.doc_ptr, np.int32(chunk.documents), chunk.z, sorted_z, np.int32(SSC_CAP), scratch, chunk.a_idx,
+        chunk.a_val, chunk.n_keys), shared_mem=2 * SSC_CAP * 4 * (BLOCK // W))
 
 
 SSC_CAP = 512  # tokens of a document sorted in shared memory (a power of two); longer ones by cupy first
 assert SSC_CAP & (SSC_CAP - 1) == 0, "the bitonic sort pads a document to a power of two no larger than SSC_CAP"
-
-
-def count(doc_ptr, doc_of, words, z, vocabulary: int, topics: int) -> Counts:
-    """A by a segmented count per document (SSC, Fig. 8: a warp per document, sorted in
-    shared memory), B by one bincount. Equal to the twin's `count`."""
-    import cupy
-
-    documents = int(doc_ptr.size - 1)
-    tokens = int(z.size)
-    lengths = cupy.diff(doc_ptr)
-    sorted_z = z
-    long_tokens = cupy.flatnonzero((lengths > SSC_CAP)[doc_of])
-    if long_tokens.size:  # the few long documents: their segments sorted by (document, topic) at once
-        sorted_z = z.copy()
-        segment = z[long_tokens]
-        sorted_z[long_tokens] = segment[cupy.lexsort(cupy.stack([segment, doc_of[long_tokens]]))]
-    keys = cupy.empty(tokens, cupy.int32)
-    runs = cupy.empty(tokens, cupy.int32)
-    scratch = cupy.empty(tokens, cupy.int32)
-    n_keys = cupy.empty(documents, cupy.int32)
-    raw_kernel(KERNEL_SOURCE, "saber_segmented_count")((_warp_grid(documents, grid_stride=True),), (BLOCK,), (
-        doc_ptr, np.int32(documents), z, sorted_z, np.int32(SSC_CAP), scratch, keys, runs, n_keys),
-        shared_mem=2 * SSC_CAP * 4 * (BLOCK // W))
-    a_ptr = cupy.concatenate([cupy.zeros(1, cupy.int64), cupy.cumsum(n_keys, dtype=cupy.int64)])
-    kept = (cupy.arange(tokens) - doc_ptr[doc_of]) < n_keys[doc_of]  # the first n_keys slots of each document
-    return Counts(a_ptr, keys[kept], runs[kept], *_word_counts(words, z, vocabulary, topics))
-
-
-def _word_counts(words, z, vocabulary: int, topics: int):
-    """B [V, K] by one bincount, and its topic totals."""
-    import cupy
-
-    b = cupy.bincount(words.astype(cupy.int64) * topics + z, minlength=vocabulary * topics).astype(cupy.int32)
-    b = b.reshape(vocabulary, topics)
-    return b, b.sum(axis=0, dtype=cupy.int64)

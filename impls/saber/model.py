@@ -204,11 +204,59 @@ def check_topics(topics: int) -> None:
         raise BenchError(f"K = {topics}: the W-ary tree holds 1 to {MAX_TOPICS:,} topics (32^3)")
 
 
-def pdow_order(doc_ptr: np.ndarray, words: np.ndarray, chunks: int) -> np.ndarray:
-    """Token ids partitioned by document into `chunks` chunks of about equal tokens, sorted
-    by word inside each chunk (stable: document order within a word)."""
+@dataclass
+class Chunk:
+    """A run of whole documents, its positions local (int32, document order) and the orders
+    the stages take them in: PDOW (by word, stable) cut into segments of one word each."""
+
+    first_token: int  # the corpus's id of position 0 (the draws' counter)
+    first_document: int
+    doc_ptr: np.ndarray  # [D_c + 1]
+    doc_of: np.ndarray  # [n]
+    words: np.ndarray  # [n]
+    by_word: np.ndarray  # [n] positions in PDOW order
+    segment_ptr: np.ndarray  # [S + 1]: by_word[segment_ptr[s]:segment_ptr[s + 1]] share a word (a block's work)
+    schedule: np.ndarray  # [S] the segments by decreasing length (Sec. 3.4: the longest first)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.words.size)
+
+    @property
+    def documents(self) -> int:
+        return int(self.doc_ptr.size - 1)
+
+
+SEGMENT_TOKENS = 512  # a frequent word's tokens are cut into segments of at most this many
+
+
+def chunk_layout(doc_ptr: np.ndarray, words: np.ndarray, chunks: int) -> list[Chunk]:
+    """The documents partitioned into `chunks` runs of about equal tokens (fewer when
+    documents are fewer or longer), each laid out for the GPU. A word's tokens in a chunk
+    form segments of at most SEGMENT_TOKENS: with a segment per word, the few frequent
+    words (Zipf) would leave one block of the GPU working on millions of tokens."""
     documents = doc_ptr.size - 1
-    bounds = np.searchsorted(doc_ptr, np.linspace(0, doc_ptr[-1], chunks + 1)[1:-1])
-    starts = np.concatenate([[0], doc_ptr[np.clip(bounds, 0, documents)], [doc_ptr[-1]]])
-    return np.concatenate([start + np.argsort(words[start:stop], kind="stable")
-                           for start, stop in zip(starts[:-1], starts[1:])]).astype(np.int64)
+    cuts = np.searchsorted(doc_ptr, np.linspace(0, doc_ptr[-1], chunks + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, documents), [documents]]))
+    layout = []
+    for d0, d1 in zip(bounds[:-1], bounds[1:]):
+        t0, t1 = int(doc_ptr[d0]), int(doc_ptr[d1])
+        if t1 - t0 >= 2**31:
+            raise BenchError(f"a chunk of {t1 - t0:,} tokens: positions are int32; use more chunks")
+        local_ptr = (doc_ptr[d0:d1 + 1] - t0).astype(np.int32)
+        chunk_words = words[t0:t1]
+        by_word = np.argsort(chunk_words, kind="stable").astype(np.int32)
+        sorted_words = chunk_words[by_word]
+        word_ptr = np.flatnonzero(np.diff(sorted_words, prepend=-1, append=-1))
+        pieces = -(-np.diff(word_ptr) // SEGMENT_TOKENS)
+        within = np.arange(pieces.sum()) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        segment_ptr = np.append(np.repeat(word_ptr[:-1], pieces) + within * SEGMENT_TOKENS, t1 - t0).astype(np.int32)
+        schedule = np.argsort(-np.diff(segment_ptr), kind="stable").astype(np.int32)
+        layout.append(Chunk(t0, int(d0), local_ptr, np.repeat(np.arange(d1 - d0, dtype=np.int32), np.diff(local_ptr)),
+                            chunk_words, by_word, segment_ptr, schedule))
+    return layout
+
+
+def pdow_order(layout: list[Chunk]) -> np.ndarray:
+    """Token ids in PDOW order: chunk by chunk, by word inside each."""
+    return np.concatenate([chunk.first_token + chunk.by_word.astype(np.int64) for chunk in layout])

@@ -1,18 +1,18 @@
-"""The `saber` suite: SaberLDA's sparsity-aware LDA (ESCA) by stage, G0 to G4, each a variant.
-The CPU twins (numba, impls/saber/model.py) for every stage; on the GPU so far G0-G3
-(impls/saber/gpu.py): the asynchronous workers (G4) come next.
+"""The `saber` suite: SaberLDA's sparsity-aware LDA (ESCA) by stage, G0 to G4, each a variant,
+on the GPU (impls/saber/gpu.py, stream.py) and as CPU twins (numba, impls/saber/model.py).
 
-A stage is (token order, per-word structure, how A is rebuilt):
-G0 document order, alias table, one global sort; G1 PDOW (partition by document, order by
-word), alias, sort; G2 PDOW, W-ary tree, sort; G3 PDOW, tree, segmented count (SSC); G4 as
-G3 with asynchronous workers on the GPU (the same computation on the CPU). The topics do
-not depend on the order (counter-based uniforms per token), so G0 and G1 draw the same
-topics, and G2, G3 and G4 the same. Each iteration is timed by phase: preprocess (B^ and
-the structures), sample (the E-step), rebuild (A and B from z).
+A stage is (token order, per-word structure, how A is rebuilt): G0 document order, alias
+table, a sort of each chunk's tokens; G1 PDOW (a block per word segment of a chunk, B^_v in
+shared memory), alias, sort; G2 PDOW, W-ary tree, sort; G3 PDOW, tree, segmented count
+(SSC); G4 as G3 with asynchronous workers (CUDA streams) on the GPU, the same computation
+as G3 on the CPU. The topics do not depend on the order (counter-based uniforms per token),
+so G0 and G1 draw the same topics, and G2, G3 and G4 the same. Each iteration is timed by
+phase: preprocess (B^ and the structures), transfer (chunks in and out, when streaming),
+sample (the E-step), rebuild (A and B from z); G4's chunks as one phase, overlapped.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -21,23 +21,22 @@ from bench.errors import BenchError
 from bench.specs import parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
-from impls.saber import figures, model
+from impls.saber import figures, model, stream
 from impls.saber.structures import MAX_TOPICS
 
-STAGES = {  # variant: (PDOW order, structure, rebuild by SSC)
-    "G0": (False, "alias", False),
-    "G1": (True, "alias", False),
-    "G2": (True, "tree", False),
-    "G3": (True, "tree", True),
-    "G4": (True, "tree", True),
+STAGES = {  # variant: (PDOW order, structure, rebuild by SSC, asynchronous workers)
+    "G0": (False, "alias", False, False),
+    "G1": (True, "alias", False, False),
+    "G2": (True, "tree", False, False),
+    "G3": (True, "tree", True, False),
+    "G4": (True, "tree", True, True),
 }
-DOCS = {"G0": "document order, alias tables, counts by one global sort",
-        "G1": "G0 + PDOW: tokens partitioned by document into chunks, ordered by word inside a chunk",
+DOCS = {"G0": "document order, alias tables, counts by sorting",
+        "G1": "G0 + PDOW: documents in chunks, tokens by word inside a chunk, a block per word with B^_v in shared memory",
         "G2": "G1 with the W-ary tree (W = 32) instead of the alias table",
         "G3": "G2 + SSC: A rebuilt by a segmented count per document",
-        "G4": "G3 + asynchronous workers (GPU); on the CPU the same computation as G3"}
+        "G4": "G3 + asynchronous workers: chunks on several CUDA streams (on the CPU the same computation as G3)"}
 SEED = 0
-GPU_STAGES = ("G0", "G1", "G2", "G3")  # built on the GPU so far
 
 
 def _default_scale(backend: str, given: dict) -> str:
@@ -52,22 +51,30 @@ def _default_scale(backend: str, given: dict) -> str:
 class Workload:
     doc_ptr: np.ndarray
     words: np.ndarray
-    doc_of: np.ndarray
     vocabulary: int
     topics: int
     iterations: int
-    pdow: np.ndarray  # token ids in PDOW order (the layout is prepared once, untimed)
-    device: dict | None = None  # doc_ptr, words, doc_of and pdow on the GPU, for the GPU stages
+    layout: list  # model.Chunk: the documents in chunks, laid out once (untimed)
+    workers: int
+    corpus: object = None  # stream.Corpus: the chunks' arrays for the GPU
     seed: int = SEED  # of the initial topics and of every draw
 
     @property
     def tokens(self) -> int:
         return int(self.words.size)
 
+    @cached_property
+    def doc_of(self) -> np.ndarray:  # the CPU twin's
+        return np.repeat(np.arange(self.doc_ptr.size - 1, dtype=np.int32), np.diff(self.doc_ptr))
+
+    @cached_property
+    def pdow(self) -> np.ndarray:
+        return model.pdow_order(self.layout)
+
 
 class SaberSuite(Suite):
     name = "saber"
-    description = "SaberLDA's sparsity-aware LDA by stage (G0-G4): CPU twins, G0-G3 on the GPU so far"
+    description = "SaberLDA's sparsity-aware LDA by stage (G0-G4) on the GPU, with exact CPU twins"
     axes = (
         Axis("dataset", "nytimes-synth", parse_datasets, "catalogue name or path"),
         Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1.0),
@@ -76,16 +83,21 @@ class SaberSuite(Suite):
              "number of topics (1 to 32,768: the W-ary tree's four levels)", aliases=("k",)),
         Axis("iterations", lambda backend, given: "3" if backend == "cpu" else "100",
              lambda s: parse_ints(s, "iterations"), "E- and M-steps per run"),
-        Axis("chunks", "4", lambda s: parse_ints(s, "chunks"), "PDOW partitions of the documents", tune=True),
+        Axis("chunks", "4", lambda s: parse_ints(s, "chunks"),
+             "partitions of the documents (more if the memory budget needs them)", tune=True),
+        Axis("workers", "4", lambda s: parse_ints(s, "workers", maximum=64), "G4's CUDA streams", tune=True),
+        Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none); a "
+             "corpus beyond it streams from pinned host memory", tune=True),
     )
-    variants = tuple(Variant(name, doc, devices=("cpu", "gpu") if name in GPU_STAGES else ("cpu",))
-                     for name, doc in DOCS.items())
+    variants = tuple(Variant(name, doc, devices=("cpu", "gpu")) for name, doc in DOCS.items())
     reference = "G0"
-    phases = ("preprocess", "sample", "rebuild")
+    phases = ("preprocess", "transfer", "sample", "rebuild", "overlapped")
     metrics = (
         Metric("tokens_per_s", "tokens/s", better="higher", help="tokens x iterations / seconds"),
         Metric("final_kd_mean", "", help="mean non-zeros per row of A at the end (drives the sampling cost)"),
         Metric("kd_mean", "", per="iteration", help="mean non-zeros per row of A after the iteration"),
+        Metric("chunks_used", "", help="chunks of documents (the chunks asked for, or more for the memory budget)"),
+        Metric("resident", "", help="1: every chunk on the device; 0: streamed from pinned host memory"),
     )
     plots = (Plot("saber-throughput-vs-k", "Tokens per second against K by stage", x="K", y="tokens_per_s",
                   logx=True),)
@@ -95,11 +107,6 @@ class SaberSuite(Suite):
         return Defaults(repeats=3, warmup=1, note="CPU default: nytimes-synth at 100,000 tokens, K = 100 and 1000, "
                         "3 iterations, the numba twins")
 
-    def skip_variant(self, point: dict, variant: str) -> str | None:
-        if point["backend"] == "gpu" and variant not in GPU_STAGES:
-            return "not on the GPU yet (its CPU twin at a GPU corpus's size would take minutes per iteration)"
-        return None
-
     def check(self, points: list[dict]) -> None:
         for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
             corpus = cached_corpus(dataset, scale)
@@ -107,20 +114,25 @@ class SaberSuite(Suite):
                                 (corpus.words.size, "tokens")):
                 if count == 0:
                     raise BenchError(f"corpus {dataset} has no {what}: there is nothing to sample")
+        for point in points:  # a budget too small for one chunk, before anything is allocated
+            corpus = cached_corpus(point["dataset"], point["scale"])
+            stream.chunks_for_budget(corpus.doc_ptr, corpus.vocab_size, point["K"], point["chunks"],
+                                     point.get("workers", 1), point.get("memory", 0.0))
 
     def prepare(self, point: dict) -> Workload:
         corpus = cached_corpus(point["dataset"], point["scale"])
-        doc_of = np.repeat(np.arange(corpus.num_docs, dtype=np.int32), corpus.lengths)
-        work = Workload(corpus.doc_ptr, corpus.words, doc_of, corpus.vocab_size, point["K"],
-                        point["iterations"], model.pdow_order(corpus.doc_ptr, corpus.words, point["chunks"]))
+        workers = point.get("workers", 1)
+        chunks, resident = stream.chunks_for_budget(corpus.doc_ptr, corpus.vocab_size, point["K"], point["chunks"],
+                                                    workers, point.get("memory", 0.0))
+        work = Workload(corpus.doc_ptr, corpus.words, corpus.vocab_size, point["K"], point["iterations"],
+                        model.chunk_layout(corpus.doc_ptr, corpus.words, chunks), workers)
         if point["backend"] == "gpu":
-            import cupy
-
-            work.device = {name: cupy.asarray(getattr(work, name)) for name in ("doc_ptr", "words", "doc_of", "pdow")}
+            work.corpus = stream.load(work.layout, work.vocabulary, resident, point.get("memory", 0.0))
         return work
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
-        return {"final_kd_mean": iterate(work, variant, ctx, "gpu" if work.device else "cpu")[1]}
+        return {"final_kd_mean": iterate(work, variant, ctx, "gpu" if work.corpus else "cpu")[1],
+                "chunks_used": len(work.layout), "resident": int(work.corpus is None or work.corpus.device is not None)}
 
     def derived(self, work: Workload, row: dict) -> dict:
         return {"tokens_per_s": work.tokens * work.iterations / row["seconds"]}
@@ -137,6 +149,8 @@ class SaberSuite(Suite):
              aliases=("k",)),
         Axis("iterations", "2", lambda s: parse_ints(s, "iterations"), "E- and M-steps"),
         Axis("chunks", "3", lambda s: parse_ints(s, "chunks"), "PDOW partitions of the documents"),
+        Axis("workers", "2", lambda s: parse_ints(s, "workers", maximum=64), "G4's CUDA streams"),
+        Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none)"),
     )
 
     def verify_case(self, point: dict, seed: int) -> dict:
@@ -158,68 +172,29 @@ class SaberSuite(Suite):
         return differ == 0, f"{differ} of {got['topics'].size} topics differ from those of the CPU twin {twin}"
 
 
-@dataclass
-class _Device:
-    """Where `iterate` runs: the module of its steps (the twin, `model`, or `gpu`, with the
-    same signatures), the token arrays there, the stage's rebuild and the topics' transfers."""
-
-    steps: object
-    doc_of: object
-    words: object
-    pdow: object
-    document_order: object
-    rebuild: Callable
-    upload: Callable
-    download: Callable
-
-
-def _cpu(work: Workload, ssc: bool) -> _Device:
-    rebuild = model.count if ssc else model.count_by_sorting
-    return _Device(model, work.doc_of, work.words, work.pdow, np.arange(work.tokens, dtype=np.int64),
-                   lambda z: rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics),
-                   np.asarray, np.asarray)
-
-
-def _gpu(work: Workload, ssc: bool) -> _Device:
-    import cupy
-
-    from impls.saber import gpu
-
-    dev = work.device
-    documents = work.doc_ptr.size - 1
-
-    def rebuild(z):
-        if ssc:
-            return gpu.count(dev["doc_ptr"], dev["doc_of"], dev["words"], z, work.vocabulary, work.topics)
-        return gpu.count_by_sorting(dev["doc_of"], dev["words"], z, documents, work.vocabulary, work.topics)
-
-    return _Device(gpu, dev["doc_of"], dev["words"], dev["pdow"], cupy.arange(work.tokens, dtype=cupy.int64),
-                   rebuild, cupy.asarray, cupy.asnumpy)
-
-
 def iterate(work: Workload, variant: str, ctx, device: str = "cpu") -> tuple[np.ndarray, float]:
     """All the iterations of a stage from the seeded initial topics, on `device` (the GPU
     draws the twin's topics): (z on the host, final kd_mean)."""
-    if device == "gpu" and variant not in GPU_STAGES:
-        raise ValueError(f"{variant} is not on the GPU yet")
-    pdow, structure, ssc = STAGES[variant]
-    on = (_gpu if device == "gpu" else _cpu)(work, ssc)
-    order = on.pdow if pdow else on.document_order
+    pdow, structure, ssc, asynchronous = STAGES[variant]
+    if device == "gpu":
+        return stream.iterate(work.corpus, work.topics, work.iterations, structure, pdow, ssc,
+                              work.workers if asynchronous else 1, work.seed, ctx)
+    order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)
+    rebuild = model.count if ssc else model.count_by_sorting
     documents = work.doc_ptr.size - 1
     with ctx.untimed():
-        z = on.upload(model.initial_topics(work.tokens, work.topics, work.seed))
-        counts = on.rebuild(z)
+        counts = rebuild(work.doc_ptr, work.words, model.initial_topics(work.tokens, work.topics, work.seed),
+                         work.vocabulary, work.topics)
     for iteration in range(work.iterations):
         with ctx.phase("preprocess"):
-            bhat = on.steps.b_hat(counts)
-            structures = on.steps.preprocess(bhat, structure)
+            bhat = model.b_hat(counts)
+            structures = model.preprocess(bhat, structure)
         with ctx.phase("sample"):
-            z = on.steps.e_step(order, on.doc_of, on.words, counts, bhat, structures, work.seed, iteration)
+            z = model.e_step(order, work.doc_of, work.words, counts, bhat, structures, work.seed, iteration)
         with ctx.phase("rebuild"):
-            del bhat, structures, counts  # their memory is free for the new counts (V x K each)
-            counts = on.rebuild(z)
+            counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
         ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
-    return on.download(z), counts.a_idx.size / documents
+    return z, counts.a_idx.size / documents
 
 
 SUITE = SaberSuite()

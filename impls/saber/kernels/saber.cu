@@ -10,8 +10,13 @@
 //   saber_word_totals   a warp per word: the total alone, as the chunked scan ends
 //   saber_build_aliases a thread per word: Vose's alias table, built sequentially as the
 //                       paper's G0 does and the twin does (its two stacks share one array)
-//   saber_sample_tree   a warp per token (Fig. 5, bugs fixed): the sparse part over the
-//   saber_sample_alias  non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1)
+//   saber_sample_*      the E-step of one chunk (Fig. 5, bugs fixed): the sparse part over
+//                       the non-zeros of A_d, else the word's tree (G2-G4, _tree) or alias
+//                       table (G0, G1, _alias); a warp per token in document order (G0), or
+//                       (_by_word, G1 on) a block per segment of one word with B^_v in
+//                       shared memory
+//   saber_word_counts   B from the new topics, by integer atomics
+//   saber_segmented_count  SSC (G3 on): A of a chunk's documents, a warp per document
 
 #define FULL_MASK 0xffffffffu
 #define W 32
@@ -166,68 +171,121 @@ struct Alias {
   }
 };
 
-// A warp per token, tokens taken in `order` (any order draws the same topics). A_d's
-// non-zeros a_idx/a_val[a_ptr[d]:a_ptr[d + 1]], B^ dense [V, K].
+// One chunk's tokens (positions local to it, int32) and the counts A of its documents:
+// document d's non-zeros are a_idx/a_val[a_start[d], a_start[d] + a_count[d]).
+struct Chunk {
+  long long first_token;  // the corpus's id of position 0: the draws' counter
+  const int *doc_of, *words, *a_start, *a_count, *a_idx, *a_val;
+};
+
+// The topic of the token at position p (Fig. 5, bugs fixed), the whole warp together, with
+// B^_v read from bhat_v (global memory or the block's copy): the sparse part over the
+// non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1).
 template <typename Structure>
-__device__ void sample(const long long* order, long long tokens, const int* doc_of, const int* words,
-                       const long long* a_ptr, const int* a_idx, const int* a_val, const float* bhat, int topics,
-                       float alpha, const float* totals, Structure structure, unsigned seed, unsigned iteration,
-                       int* z) {
+__device__ int draw(const Chunk& c, int p, int v, const float* bhat_v, float alpha, float total,
+                    const Structure& structure, unsigned seed, unsigned iteration) {
   const int lane = threadIdx.x & 31;
-  const long long warps = (gridDim.x * (long long)blockDim.x) >> 5;
-  for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; i < tokens; i += warps) {
-    const long long t = order[i];
-    const int d = doc_of[t], v = words[t];
-    const uint4 r = philox4x32(make_uint4(unsigned(t), iteration, 0u, 0u), make_uint2(seed, 0u));
-    const float u1 = to_uniform(r.x), u2 = to_uniform(r.y);
-    const long long start = a_ptr[d], stop = a_ptr[d + 1];
-    const float* bhat_v = bhat + (long long)v * topics;
-    // S: lane l adds the products l, l + 32, ... in order, then the butterfly.
-    float partial = 0.0f;
-    for (long long j = start + lane; j < stop; j += W) partial = __fadd_rn(partial, __fmul_rn(float(a_val[j]), bhat_v[a_idx[j]]));
-    const float s = warp_butterfly(partial);
-    const float total = totals[v];
-    int k;
-    if (__fmul_rn(u1, __fadd_rn(s, __fmul_rn(alpha, total))) < s) {
-      // The first non-zero whose chunked prefix sum reaches u2 S; the last where none does.
-      const float x = __fmul_rn(u2, s);
-      float carry = 0.0f;
-      k = -1;
-      for (long long chunk = start; chunk < stop; chunk += W) {
-        const long long j = chunk + lane;
-        const float product = j < stop ? __fmul_rn(float(a_val[j]), bhat_v[a_idx[j]]) : 0.0f;
-        const float prefix = __fadd_rn(warp_scan(product), carry);
-        const unsigned ballot = __ballot_sync(FULL_MASK, j < stop && prefix >= x);
-        if (ballot) {
-          k = a_idx[chunk + __ffs(ballot) - 1];
-          break;
-        }
-        carry = __shfl_sync(FULL_MASK, prefix, W - 1);
-      }
-      if (k < 0) k = a_idx[stop - 1];
-    } else {
-      k = structure.draw(v, u2, total);
-    }
-    if (lane == 0) z[t] = k;
+  const int d = c.doc_of[p];
+  const uint4 r = philox4x32(make_uint4(unsigned(c.first_token + p), iteration, 0u, 0u), make_uint2(seed, 0u));
+  const float u1 = to_uniform(r.x), u2 = to_uniform(r.y);
+  const int start = c.a_start[d], stop = start + c.a_count[d];
+  // S: lane l adds the products l, l + 32, ... in order, then the butterfly.
+  float partial = 0.0f;
+  for (int j = start + lane; j < stop; j += W) partial = __fadd_rn(partial, __fmul_rn(float(c.a_val[j]), bhat_v[c.a_idx[j]]));
+  const float s = warp_butterfly(partial);
+  if (!(__fmul_rn(u1, __fadd_rn(s, __fmul_rn(alpha, total))) < s)) return structure.draw(v, u2, total);
+  // The first non-zero whose chunked prefix sum reaches u2 S; the last where none does.
+  const float x = __fmul_rn(u2, s);
+  float carry = 0.0f;
+  for (int chunk = start; chunk < stop; chunk += W) {
+    const int j = chunk + lane;
+    const float product = j < stop ? __fmul_rn(float(c.a_val[j]), bhat_v[c.a_idx[j]]) : 0.0f;
+    const float prefix = __fadd_rn(warp_scan(product), carry);
+    const unsigned ballot = __ballot_sync(FULL_MASK, j < stop && prefix >= x);
+    if (ballot) return c.a_idx[chunk + __ffs(ballot) - 1];
+    carry = __shfl_sync(FULL_MASK, prefix, W - 1);
+  }
+  return c.a_idx[stop - 1];
+}
+
+// G0: a warp per token in document order, B^_v read from global memory.
+template <typename Structure>
+__device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, int topics, float alpha,
+                                const float* totals, const Structure& structure, unsigned seed, unsigned iteration,
+                                int* z) {
+  const int warps = (gridDim.x * blockDim.x) >> 5;
+  for (int p = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < tokens; p += warps) {
+    const int v = c.words[p];
+    const int k = draw(c, p, v, bhat + (long long)v * topics, alpha, totals[v], structure, seed, iteration);
+    if ((threadIdx.x & 31) == 0) z[p] = k;
   }
 }
 
-extern "C" __global__ void saber_sample_tree(const long long* order, long long tokens, const int* doc_of,
-                                             const int* words, const long long* a_ptr, const int* a_idx,
-                                             const int* a_val, const float* bhat, int topics, float alpha,
-                                             const float* totals, const float* l4, const float* l3, const float* l2,
-                                             int padded, unsigned seed, unsigned iteration, int* z) {
-  sample(order, tokens, doc_of, words, a_ptr, a_idx, a_val, bhat, topics, alpha, totals, Tree{l4, l3, l2, padded},
-         seed, iteration, z);
+// G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically (`next`, zero
+// at launch) in `schedule` order; the block copies B^_v to shared memory once, then a warp
+// per token of the segment reads it there. Dynamic shared memory: topics floats.
+template <typename Structure>
+__device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
+                               int segments, int* next, const float* bhat, int topics, float alpha,
+                               const float* totals, const Structure& structure, unsigned seed, unsigned iteration,
+                               int* z) {
+  extern __shared__ float bhat_v[];
+  __shared__ int taken;
+  const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (;;) {
+    if (threadIdx.x == 0) taken = atomicAdd(next, 1);
+    __syncthreads();
+    if (taken >= segments) return;  // the same for the whole block
+    const int segment = schedule[taken], first = segment_ptr[segment], last = segment_ptr[segment + 1];
+    const int v = c.words[by_word[first]];
+    for (int k = threadIdx.x; k < topics; k += blockDim.x) bhat_v[k] = bhat[(long long)v * topics + k];
+    __syncthreads();
+    const float total = totals[v];
+    for (int i = first + warp; i < last; i += warps) {
+      const int p = by_word[i];
+      const int k = draw(c, p, v, bhat_v, alpha, total, structure, seed, iteration);
+      if ((threadIdx.x & 31) == 0) z[p] = k;
+    }
+    __syncthreads();  // bhat_v and taken are read before the next segment overwrites them
+  }
 }
 
-extern "C" __global__ void saber_sample_alias(const long long* order, long long tokens, const int* doc_of,
-                                              const int* words, const long long* a_ptr, const int* a_idx,
-                                              const int* a_val, const float* bhat, int topics, float alpha,
-                                              const float* totals, const float* probability, const int* alias,
-                                              unsigned seed, unsigned iteration, int* z) {
-  sample(order, tokens, doc_of, words, a_ptr, a_idx, a_val, bhat, topics, alpha, totals,
-         Alias{probability, alias, topics}, seed, iteration, z);
+#define CHUNK_PARAMS                                                                                         \
+  long long first_token, const int *doc_of, const int *words, const int *a_start, const int *a_count,       \
+      const int *a_idx, const int *a_val, const float *bhat, int topics, float alpha, const float *totals
+#define CHUNK Chunk{first_token, doc_of, words, a_start, a_count, a_idx, a_val}
+#define TREE_PARAMS const float *l4, const float *l3, const float *l2, int padded
+#define ALIAS_PARAMS const float *probability, const int *alias
+
+extern "C" __global__ void saber_sample_tree(CHUNK_PARAMS, TREE_PARAMS, int tokens, unsigned seed,
+                                             unsigned iteration, int* z) {
+  sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, Tree{l4, l3, l2, padded}, seed, iteration, z);
+}
+
+extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int tokens, unsigned seed,
+                                              unsigned iteration, int* z) {
+  sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, Alias{probability, alias, topics}, seed,
+                  iteration, z);
+}
+
+extern "C" __global__ void saber_sample_tree_by_word(CHUNK_PARAMS, TREE_PARAMS, const int* by_word,
+                                                     const int* segment_ptr, const int* schedule, int segments,
+                                                     int* next, unsigned seed, unsigned iteration, int* z) {
+  sample_by_word(CHUNK, by_word, segment_ptr, schedule, segments, next, bhat, topics, alpha, totals,
+                 Tree{l4, l3, l2, padded}, seed, iteration, z);
+}
+
+extern "C" __global__ void saber_sample_alias_by_word(CHUNK_PARAMS, ALIAS_PARAMS, const int* by_word,
+                                                      const int* segment_ptr, const int* schedule, int segments,
+                                                      int* next, unsigned seed, unsigned iteration, int* z) {
+  sample_by_word(CHUNK, by_word, segment_ptr, schedule, segments, next, bhat, topics, alpha, totals,
+                 Alias{probability, alias, topics}, seed, iteration, z);
+}
+
+// B += the chunk's tokens, counted by (word, topic): integer atomics, so in any order.
+extern "C" __global__ void saber_word_counts(int tokens, const int* words, const int* z, int topics, int* b) {
+  for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < tokens; p += gridDim.x * blockDim.x)
+    atomicAdd(b + (long long)words[p] * topics + z[p], 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -255,15 +313,15 @@ __device__ void bitonic_sort(int* values, int size) {  // size a power of two; t
   }
 }
 
-extern "C" __global__ void saber_segmented_count(const long long* doc_ptr, int documents, const int* z,
+extern "C" __global__ void saber_segmented_count(const int* doc_ptr, int documents, const int* z,
                                                  const int* sorted_z, int cap, int* scratch, int* keys, int* counts,
                                                  int* n_keys) {
   extern __shared__ int shared_ints[];
   const int lane = threadIdx.x & 31;
   int* buffer = shared_ints + (threadIdx.x >> 5) * 2 * cap;
-  const long long warps = (gridDim.x * (long long)blockDim.x) >> 5;
-  for (long long d = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; d < documents; d += warps) {
-    const long long first = doc_ptr[d];
+  const int warps = (gridDim.x * blockDim.x) >> 5;
+  for (int d = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; d < documents; d += warps) {
+    const int first = doc_ptr[d];
     const int n = int(doc_ptr[d + 1] - first);
     const int* sorted;
     int* starts;

@@ -1,0 +1,224 @@
+"""A stage's iterations on the GPU, chunk by chunk (Sec. 3, Fig. 3).
+
+The documents are cut into chunks (model.chunk_layout). Each iteration computes B^ and the
+structures once, then for every chunk samples its tokens, rebuilds its A and adds its
+tokens to the next B. Where the memory budget holds the whole corpus, every chunk's
+arrays stay on the device (resident); otherwise they live in pinned host memory and are
+copied in and out of a slot per worker every iteration (streaming). G0-G3 take the chunks
+one after another on one stream, each phase timed; G4 gives them to `workers` CUDA
+streams, so that one chunk's copies overlap another's kernels, and is timed as a whole
+(its phase "overlapped").
+
+The budget is enforced: the run raises CuPy's OutOfMemoryError rather than use more.
+"""
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from bench.errors import BenchError
+from impls.saber import gpu, model
+from impls.saber.structures import LEVEL3, W, padded
+
+GIB = 2**30
+# Device bytes per token of a chunk on the device: its layout (doc_of, words, by_word and at
+# most a segment, a schedule entry and a long position), its state (A by slot: 2, z) and
+# the rebuild's temporaries (the sort of G0-G2: int64 keys, their sorted copy and runs, the
+# slots; more than SSC needs). Per document: doc_ptr, n_keys and the sort's bounds.
+LAYOUT_BYTES_PER_TOKEN = 6 * 4
+STATE_BYTES_PER_TOKEN = 3 * 4
+WORK_BYTES_PER_TOKEN = 48
+BYTES_PER_DOCUMENT = 3 * 4
+
+
+def model_bytes(vocabulary: int, topics: int) -> int:
+    """B, the next B, B^ and the larger of the two structures (alias: probabilities, aliases
+    and the build's stacks; tree: its three levels and the totals)."""
+    dense = vocabulary * topics * 4
+    tree = vocabulary * (padded(topics) + LEVEL3 + W + 1) * 4
+    return 3 * dense + max(3 * dense + vocabulary * 4, tree)
+
+
+def chunk_bytes(tokens: int, documents: int) -> int:
+    return tokens * (LAYOUT_BYTES_PER_TOKEN + STATE_BYTES_PER_TOKEN + WORK_BYTES_PER_TOKEN) + \
+        documents * BYTES_PER_DOCUMENT
+
+
+def chunks_for_budget(doc_ptr: np.ndarray, vocabulary: int, topics: int, chunks: int, workers: int,
+                      budget_gib: float) -> tuple[int, bool]:
+    """(chunks, resident): the chunks asked for, or more if a slot per worker must hold a
+    chunk within the budget; resident when the budget (0: none) holds them all. A one-line
+    BenchError when the budget does not hold the model and, per worker, the longest document."""
+    if budget_gib == 0:
+        return chunks, True
+    budget = int(budget_gib * GIB)
+    tokens, documents = int(doc_ptr[-1]), doc_ptr.size - 1
+    free = budget - model_bytes(vocabulary, topics)
+    if free >= chunk_bytes(tokens, documents):
+        return chunks, True
+    longest = int(np.diff(doc_ptr).max())
+    if free < workers * chunk_bytes(longest, 1):
+        raise BenchError(f"memory budget {budget_gib:g} GiB is too small for one chunk: the model at K = {topics} "
+                         f"takes {_size(model_bytes(vocabulary, topics))} and {workers} worker(s) need "
+                         f"{_size(workers * chunk_bytes(longest, 1))} for the longest document")
+    per_slot = free // workers
+    return max(chunks, -(-chunk_bytes(tokens, documents) // per_slot) + 1), False  # +1: chunks are uneven
+
+
+def _size(size: int) -> str:
+    return f"{size / GIB:.2f} GiB" if size >= GIB else f"{size / 2**20:.2f} MiB"
+
+
+@dataclass
+class Corpus:
+    """The chunks' arrays on the host (pinned where streaming) and, where resident, on the device."""
+
+    host: list[gpu.ChunkArrays]
+    device: list[gpu.ChunkArrays] | None  # resident: every chunk's arrays on the device
+    vocabulary: int
+    budget: int  # bytes (0: none)
+
+    @property
+    def device_bytes(self) -> int:
+        return sum(getattr(c, f.name).nbytes for c in self.device or () for f in fields(c)[1:])
+
+
+def host_chunk(chunk: model.Chunk, pinned: bool) -> gpu.ChunkArrays:
+    import cupyx
+
+    def place(array):
+        if not pinned:
+            return np.ascontiguousarray(array)
+        out = cupyx.empty_pinned(array.shape, array.dtype)
+        out[...] = array
+        return out
+
+    n, documents = chunk.tokens, chunk.documents
+    layout = {name: getattr(chunk, name) for name in gpu.ChunkArrays.LAYOUT if name != "long_positions"}
+    return gpu.ChunkArrays(chunk.first_token, **{name: place(a) for name, a in layout.items()},
+                           long_positions=place(gpu.long_positions(chunk.doc_ptr)),
+                           a_idx=place(np.zeros(n, np.int32)), a_val=place(np.zeros(n, np.int32)),
+                           n_keys=place(np.zeros(documents, np.int32)), z=place(np.zeros(n, np.int32)))
+
+
+def on_device(chunk: gpu.ChunkArrays) -> gpu.ChunkArrays:
+    import cupy
+
+    return gpu.ChunkArrays(chunk.first_token, *(cupy.asarray(getattr(chunk, f.name)) for f in fields(chunk)[1:]))
+
+
+def load(layout: list[model.Chunk], vocabulary: int, resident: bool, budget_gib: float) -> Corpus:
+    """The chunks' arrays: uploaded once where resident, pinned on the host where streaming."""
+    host = [host_chunk(chunk, pinned=not resident) for chunk in layout]
+    return Corpus(host, [on_device(chunk) for chunk in host] if resident else None, vocabulary,
+                  int(budget_gib * GIB))
+
+
+class _Slot:
+    """A worker's device arrays, large enough for the largest chunk, and its stream."""
+
+    def __init__(self, host: list[gpu.ChunkArrays], stream):
+        import cupy
+
+        self.stream = stream
+        self.buffers = {f.name: cupy.empty(max(getattr(c, f.name).size for c in host), np.int32)
+                        for f in fields(gpu.ChunkArrays)[1:]}
+
+    def copy_in(self, chunk: gpu.ChunkArrays, names) -> gpu.ChunkArrays:
+        """A view of the slot sized to `chunk`, with the arrays `names` copied in (async)."""
+        views = {name: buffer[:getattr(chunk, name).size] for name, buffer in self.buffers.items()}
+        for name in names:
+            views[name].set(getattr(chunk, name), stream=self.stream)
+        return gpu.ChunkArrays(chunk.first_token, **views)
+
+    def copy_out(self, device: gpu.ChunkArrays, host: gpu.ChunkArrays) -> None:
+        for name in gpu.ChunkArrays.STATE:
+            getattr(device, name).get(stream=self.stream, out=getattr(host, name), blocking=False)
+
+
+def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool,
+            workers: int, seed: int, ctx) -> tuple[np.ndarray, float]:
+    """The iterations of a stage from the seeded initial topics (the twin's): (z on the
+    host, final kd_mean). workers > 1: G4's asynchronous workers."""
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    if corpus.budget:  # the run's arrays and the resident chunks within it, besides what others hold
+        pool.free_all_blocks()
+        pool.set_limit(size=pool.used_bytes() - corpus.device_bytes + corpus.budget)
+    try:
+        return _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx)
+    finally:
+        pool.set_limit(size=0)
+
+
+def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool, workers: int,
+             seed: int, ctx) -> tuple[np.ndarray, float]:
+    import cupy
+
+    host = corpus.host
+    documents = sum(c.documents for c in host)
+    streams = [cupy.cuda.Stream(non_blocking=False) for _ in range(workers)] if workers > 1 else \
+        [cupy.cuda.Stream.null]
+    slots = None if corpus.device else [_Slot(host, s) for s in streams]
+
+    def place(index: int, names) -> tuple[gpu.ChunkArrays, object]:
+        """Chunk `index` on the device (its arrays `names` copied in where streaming) and its slot."""
+        if corpus.device:
+            return corpus.device[index], None
+        slot = slots[index % workers]
+        return slot.copy_in(host[index], names), slot
+
+    with ctx.untimed():  # the initial topics and counts
+        z = model.initial_topics(sum(c.tokens for c in host), topics, seed)
+        b = cupy.zeros((corpus.vocabulary, topics), cupy.int32)
+        for index, chunk in enumerate(host):
+            placed, slot = place(index, gpu.ChunkArrays.LAYOUT)
+            placed.z.set(z[chunk.first_token:chunk.first_token + chunk.tokens])
+            gpu.rebuild(placed, topics, ssc, b)
+            if slot:
+                slot.copy_out(placed, chunk)
+        cupy.cuda.Device().synchronize()
+
+    kd_mean = 0.0
+    for iteration in range(iterations):
+        with ctx.phase("preprocess"):
+            bhat = gpu.b_hat(b)
+            structures = gpu.preprocess(bhat, structure)
+            b = cupy.zeros_like(b)  # the next B, which every chunk adds to
+        non_zeros = []
+        if workers == 1:
+            for index, chunk in enumerate(host):
+                with ctx.phase("transfer"):
+                    placed, slot = place(index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
+                with ctx.phase("sample"):
+                    gpu.e_step(placed, bhat, structures, seed, iteration, by_word)
+                with ctx.phase("rebuild"):
+                    gpu.rebuild(placed, topics, ssc, b)
+                    non_zeros.append(placed.n_keys.sum(dtype=cupy.int64))
+                with ctx.phase("transfer"):
+                    if slot:
+                        slot.copy_out(placed, chunk)
+        else:
+            with ctx.phase("overlapped"):
+                for index, chunk in enumerate(host):
+                    with streams[index % workers]:
+                        placed, slot = place(index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
+                        gpu.e_step(placed, bhat, structures, seed, iteration, by_word)
+                        gpu.rebuild(placed, topics, ssc, b)
+                        non_zeros.append(placed.n_keys.sum(dtype=cupy.int64))
+                        if slot:
+                            slot.copy_out(placed, chunk)
+                for stream in streams:  # the null stream (the clock's) waits for every worker
+                    cupy.cuda.Stream.null.wait_event(stream.record())
+        del bhat, structures
+        kd_mean = float(sum(int(n) for n in non_zeros)) / documents
+        ctx.record(iteration + 1, kd_mean=kd_mean)
+
+    cupy.cuda.Device().synchronize()
+    for index, chunk in enumerate(host):
+        if corpus.device:
+            z[chunk.first_token:chunk.first_token + chunk.tokens] = cupy.asnumpy(corpus.device[index].z)
+        else:
+            z[chunk.first_token:chunk.first_token + chunk.tokens] = chunk.z
+    return z, kd_mean
