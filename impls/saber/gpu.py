@@ -182,11 +182,11 @@ def _segmented_count(chunk: ChunkArrays, topics: int) -> None:
     import cupy
 
     sorted_z = chunk.z
-    if chunk.long_positions.size:
+    if chunk.long_positions.size:  # one radix sort of (document, topic) keys
         sorted_z = chunk.z.copy()
-        segment = chunk.z[chunk.long_positions]
-        by_topic = cupy.lexsort(cupy.stack([segment, chunk.doc_of[chunk.long_positions]]))
-        sorted_z[chunk.long_positions] = segment[by_topic]
+        keys = chunk.doc_of[chunk.long_positions].astype(cupy.int64) * topics + chunk.z[chunk.long_positions]
+        keys.sort()
+        sorted_z[chunk.long_positions] = (keys % topics).astype(cupy.int32)
     scratch = cupy.empty(chunk.tokens, cupy.int32)
     raw_kernel(KERNEL_SOURCE, "saber_segmented_count")((_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
         chunk.doc_ptr, np.int32(chunk.documents), chunk.z, sorted_z, np.int32(SSC_CAP), scratch, chunk.a_idx,

@@ -23,11 +23,12 @@ from impls.saber.structures import LEVEL3, W, padded
 GIB = 2**30
 # Device bytes per token of a chunk on the device: its layout (doc_of, words, by_word and at
 # most a segment, a schedule entry and a long position), its state (A by slot: 2, z) and
-# the rebuild's temporaries (the sort of G0-G2: int64 keys, their sorted copy and runs, the
-# slots; more than SSC needs). Per document: doc_ptr, n_keys and the sort's bounds.
+# the rebuild's temporaries at their peak (the sort of G0-G2 in cupy.unique: the int64
+# keys, their copy, the radix sort's buffer, the mask, the run starts and counts; more than
+# SSC needs). Per document: doc_ptr, n_keys and the sort's bounds.
 LAYOUT_BYTES_PER_TOKEN = 6 * 4
 STATE_BYTES_PER_TOKEN = 3 * 4
-WORK_BYTES_PER_TOKEN = 48
+WORK_BYTES_PER_TOKEN = 64
 BYTES_PER_DOCUMENT = 3 * 4
 
 
