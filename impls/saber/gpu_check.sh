@@ -4,7 +4,7 @@
 #   bash impls/saber/gpu_check.sh check    # GPU tests, bench verify (resident, and streamed
 #                                          # through a memory budget), memcheck and racecheck
 #   bash impls/saber/gpu_check.sh sweep    # a bench sweep per line of $SWEEPS (bench options)
-#   bash impls/saber/gpu_check.sh profile  # Table 4: Nsight Compute on the sampling kernel
+#   bash impls/saber/gpu_check.sh profile  # Table 4: Nsight Compute on the sampling kernels ($PROFILE_K)
 # With no mode: all three.
 source impls/gpu_check_setup.sh saber-gpu-check.log saber.csv saber.json saber-series.csv
 VERIFY="python3 -m bench verify saber --backend gpu"
@@ -31,17 +31,20 @@ if [ "$MODE" = sweep ] || [ "$MODE" = all ]; then
   done <<< "${SWEEPS:-}"
 fi
 if [ "$MODE" = profile ] || [ "$MODE" = all ]; then
-  # The paper's Table 4: nytimes-synth, K = 1000, within the first 10 iterations: G3's
-  # sampling kernel (tree, by word) at iteration 5, its first chunk; G0's beside it.
+  # The paper's Table 4: nytimes-synth within the first 10 iterations, at K = $PROFILE_K
+  # (1000 as the paper's; a comma list): G3's sampling kernel (tree, by word) at iteration 5,
+  # its first chunk; G0's beside it.
   mkdir -p "$DIR/logs"
-  for stage in G3:saber_sample_tree_by_word G0:saber_sample_alias; do
-    report=/tmp/saber-${stage%%:*}
-    step ncu --kernel-name "${stage#*:}" --launch-skip 16 --launch-count 1 --section SpeedOfLight \
-      --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
-      --section Occupancy --section LaunchStats -f -o $report python3 -m bench sweep saber --backend gpu \
-      --out /tmp/saber-profile-sweep --K 1000 --iterations 6 --chunks 4 --variant ${stage%%:*} --repeats 1 --warmup 0
-    ncu --import $report.ncu-rep --page details --csv > "$DIR/logs/saber-ncu-${stage%%:*}-details.csv"
-    ncu --import $report.ncu-rep --page raw --csv > "$DIR/logs/saber-ncu-${stage%%:*}-raw.csv"
+  for K in ${PROFILE_K:-1000}; do
+    for stage in G3:saber_sample_tree_by_word G0:saber_sample_alias; do
+      name=saber-ncu-${stage%%:*}-K$K
+      step ncu --kernel-name "${stage#*:}" --launch-skip 16 --launch-count 1 --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats \
+        --section Occupancy --section LaunchStats -f -o /tmp/$name python3 -m bench sweep saber --backend gpu \
+        --out /tmp/saber-profile-sweep --K $K --iterations 6 --chunks 4 --variant ${stage%%:*} --repeats 1 --warmup 0
+      ncu --import /tmp/$name.ncu-rep --page details --csv > "$DIR/logs/$name-details.csv"
+      ncu --import /tmp/$name.ncu-rep --page raw --csv > "$DIR/logs/$name-raw.csv"
+    done
   done
 fi
 rm -f "$DIR"/.*.lock
