@@ -78,6 +78,9 @@ def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_wor
     bhat = model.b_hat(counts)
     structures = model.preprocess(bhat, kind)
     chunks = _device_chunks(doc_ptr, words, counts, 3)
+    if by_word:  # segments long enough to copy B^_v to shared memory, and shorter ones
+        sizes, warps = np.concatenate([c.segment_sizes for c in chunks]), gpu._staged_threads(topics) // 32
+        assert (sizes >= warps).any() and (sizes < warps).any()
     device_bhat = cupy.asarray(bhat)
     device_structures = gpu.preprocess(device_bhat, kind)
     for iteration in (0, 7):

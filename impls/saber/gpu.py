@@ -83,6 +83,7 @@ class ChunkArrays:
     fixed size and needs no compaction) and its topics z."""
 
     first_token: int
+    segment_sizes: np.ndarray  # on the host: the segments' tokens in schedule order (descending)
     doc_ptr: object
     doc_of: object
     words: object
@@ -97,6 +98,7 @@ class ChunkArrays:
 
     LAYOUT = ("doc_ptr", "doc_of", "words", "by_word", "segment_ptr", "schedule", "long_positions")
     STATE = ("a_idx", "a_val", "n_keys", "z")
+    ARRAYS = LAYOUT + STATE
 
     @property
     def tokens(self) -> int:
@@ -132,24 +134,49 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
         raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, grid_stride=True),), (BLOCK,), (
             *common, *extra, np.int32(tokens), np.uint32(seed), np.uint32(iteration), chunk.z))
         return
-    kernel = raw_kernel(KERNEL_SOURCE, name + "_by_word")
-    shared = topics * 4  # B^_v
-    if shared > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
-        kernel.max_dynamic_shared_size_bytes = shared
-    segments = int(chunk.schedule.size)
-    blocks = min(segments, _resident_blocks() * _blocks_per_sm(shared) // (2048 // BLOCK))
-    kernel((max(blocks, 1),), (BLOCK,), (*common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule,
-                                         np.int32(segments), cupy.zeros(1, cupy.int32), np.uint32(seed),
-                                         np.uint32(iteration), chunk.z), shared_mem=shared)
+    # The segments long enough to give every warp of a staged block a token copy B^_v to
+    # shared memory, in blocks large enough for full occupancy where shared memory allows;
+    # the rest (a prefix and the rest of the schedule: its sizes descend) read it in place.
+    threads = _staged_threads(topics)
+    staged = int(np.count_nonzero(chunk.segment_sizes >= threads // W))
+    segments = int(chunk.segment_sizes.size)
+    shared = topics * 4
+    for suffix, first, last, block, shared_mem, per_sm in (
+            ("_by_word", 0, staged, threads, shared, _blocks_per_sm(shared, threads)),
+            ("_by_word_global", staged, segments, BLOCK, 0, 2048 // BLOCK)):
+        if first == last:
+            continue
+        kernel = raw_kernel(KERNEL_SOURCE, name + suffix)
+        if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
+            kernel.max_dynamic_shared_size_bytes = shared_mem
+        blocks = min(last - first, _multiprocessors() * per_sm)
+        kernel((blocks,), (block,), (*common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule,
+                                     np.int32(last), cupy.full(1, first, cupy.int32), np.uint32(seed),
+                                     np.uint32(iteration), chunk.z), shared_mem=shared_mem)
 
 
 @cache
-def _blocks_per_sm(shared: int) -> int:
-    """Blocks of BLOCK threads an SM holds with `shared` bytes each (threads or shared memory)."""
+def _multiprocessors() -> int:
+    import cupy
+
+    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+
+
+@cache
+def _blocks_per_sm(shared: int, threads: int) -> int:
+    """Blocks of `threads` an SM holds with `shared` bytes each (threads or shared memory)."""
     import cupy
 
     per_sm = cupy.cuda.Device().attributes["MaxSharedMemoryPerMultiprocessor"]
-    return max(1, min(2048 // BLOCK, per_sm // (shared + 1024)))  # 1 KiB the runtime reserves per block
+    return max(1, min(2048 // threads, per_sm // (shared + 1024)))  # 1 KiB the runtime reserves per block
+
+
+@cache
+def _staged_threads(topics: int) -> int:
+    """Threads of a staged block: 256, or more (up to 1024) where B^_v's shared memory
+    leaves room for fewer than 8 blocks an SM, so that 64 warps (or 32) stay resident."""
+    blocks = _blocks_per_sm(topics * 4, BLOCK)
+    return min(1024, 1 << (-(-2048 // blocks) - 1).bit_length())
 
 
 def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b) -> None:

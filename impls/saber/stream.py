@@ -12,7 +12,7 @@ streams, so that one chunk's copies overlap another's kernels, and is timed as a
 The budget is enforced: the run raises CuPy's OutOfMemoryError rather than use more.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class Corpus:
 
     @property
     def device_bytes(self) -> int:
-        return sum(getattr(c, f.name).nbytes for c in self.device or () for f in fields(c)[1:])
+        return sum(getattr(c, name).nbytes for c in self.device or () for name in gpu.ChunkArrays.ARRAYS)
 
 
 def host_chunk(chunk: model.Chunk, pinned: bool) -> gpu.ChunkArrays:
@@ -96,7 +96,8 @@ def host_chunk(chunk: model.Chunk, pinned: bool) -> gpu.ChunkArrays:
 
     n, documents = chunk.tokens, chunk.documents
     layout = {name: getattr(chunk, name) for name in gpu.ChunkArrays.LAYOUT if name != "long_positions"}
-    return gpu.ChunkArrays(chunk.first_token, **{name: place(a) for name, a in layout.items()},
+    return gpu.ChunkArrays(chunk.first_token, np.diff(chunk.segment_ptr)[chunk.schedule],
+                           **{name: place(a) for name, a in layout.items()},
                            long_positions=place(gpu.long_positions(chunk.doc_ptr)),
                            a_idx=place(np.zeros(n, np.int32)), a_val=place(np.zeros(n, np.int32)),
                            n_keys=place(np.zeros(documents, np.int32)), z=place(np.zeros(n, np.int32)))
@@ -105,7 +106,8 @@ def host_chunk(chunk: model.Chunk, pinned: bool) -> gpu.ChunkArrays:
 def on_device(chunk: gpu.ChunkArrays) -> gpu.ChunkArrays:
     import cupy
 
-    return gpu.ChunkArrays(chunk.first_token, *(cupy.asarray(getattr(chunk, f.name)) for f in fields(chunk)[1:]))
+    return gpu.ChunkArrays(chunk.first_token, chunk.segment_sizes,
+                           **{name: cupy.asarray(getattr(chunk, name)) for name in gpu.ChunkArrays.ARRAYS})
 
 
 def load(layout: list[model.Chunk], vocabulary: int, resident: bool, budget_gib: float) -> Corpus:
@@ -122,15 +124,15 @@ class _Slot:
         import cupy
 
         self.stream = stream
-        self.buffers = {f.name: cupy.empty(max(getattr(c, f.name).size for c in host), np.int32)
-                        for f in fields(gpu.ChunkArrays)[1:]}
+        self.buffers = {name: cupy.empty(max(getattr(c, name).size for c in host), np.int32)
+                        for name in gpu.ChunkArrays.ARRAYS}
 
     def copy_in(self, chunk: gpu.ChunkArrays, names) -> gpu.ChunkArrays:
         """A view of the slot sized to `chunk`, with the arrays `names` copied in (async)."""
         views = {name: buffer[:getattr(chunk, name).size] for name, buffer in self.buffers.items()}
         for name in names:
             views[name].set(getattr(chunk, name), stream=self.stream)
-        return gpu.ChunkArrays(chunk.first_token, **views)
+        return gpu.ChunkArrays(chunk.first_token, chunk.segment_sizes, **views)
 
     def copy_out(self, device: gpu.ChunkArrays, host: gpu.ChunkArrays) -> None:
         for name in gpu.ChunkArrays.STATE:

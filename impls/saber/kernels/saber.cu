@@ -14,7 +14,7 @@
 //                       the non-zeros of A_d, else the word's tree (G2-G4, _tree) or alias
 //                       table (G0, G1, _alias); a warp per token in document order (G0), or
 //                       (_by_word, G1 on) a block per segment of one word with B^_v in
-//                       shared memory
+//                       shared memory (_by_word_global: short segments, B^_v in global memory)
 //   saber_word_counts   B from the new topics, by integer atomics
 //   saber_segmented_count  SSC (G3 on): A of a chunk's documents, a warp per document
 
@@ -221,32 +221,37 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
   }
 }
 
-// G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically (`next`, zero
-// at launch) in `schedule` order; the block copies B^_v to shared memory once, then a warp
-// per token of the segment reads it there. Dynamic shared memory: topics floats.
-template <typename Structure>
+// G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
+// order from schedule[*next] (set by the caller) to schedule[last - 1], then a warp per token
+// of the segment. Staged: the block first copies B^_v to shared memory (dynamic shared
+// memory: topics floats); otherwise (segments too short to pay for the copy, run without
+// shared memory at full occupancy) its warps read B^_v in global memory.
+template <typename Structure, bool Staged>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
-                               int segments, int* next, const float* bhat, int topics, float alpha,
-                               const float* totals, const Structure& structure, unsigned seed, unsigned iteration,
-                               int* z) {
-  extern __shared__ float bhat_v[];
+                               int last, int* next, const float* bhat, int topics, float alpha, const float* totals,
+                               const Structure& structure, unsigned seed, unsigned iteration, int* z) {
+  extern __shared__ float staged_bhat_v[];
   __shared__ int taken;
   const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (;;) {
     if (threadIdx.x == 0) taken = atomicAdd(next, 1);
     __syncthreads();
-    if (taken >= segments) return;  // the same for the whole block
-    const int segment = schedule[taken], first = segment_ptr[segment], last = segment_ptr[segment + 1];
+    if (taken >= last) return;  // the same for the whole block
+    const int segment = schedule[taken], first = segment_ptr[segment], stop = segment_ptr[segment + 1];
     const int v = c.words[by_word[first]];
-    for (int k = threadIdx.x; k < topics; k += blockDim.x) bhat_v[k] = bhat[(long long)v * topics + k];
-    __syncthreads();
+    const float* bhat_v = bhat + (long long)v * topics;
+    if (Staged) {
+      for (int k = threadIdx.x; k < topics; k += blockDim.x) staged_bhat_v[k] = bhat_v[k];
+      bhat_v = staged_bhat_v;
+      __syncthreads();
+    }
     const float total = totals[v];
-    for (int i = first + warp; i < last; i += warps) {
+    for (int i = first + warp; i < stop; i += warps) {
       const int p = by_word[i];
       const int k = draw(c, p, v, bhat_v, alpha, total, structure, seed, iteration);
       if ((threadIdx.x & 31) == 0) z[p] = k;
     }
-    __syncthreads();  // bhat_v and taken are read before the next segment overwrites them
+    __syncthreads();  // the staged B^_v and taken are read before the next segment overwrites them
   }
 }
 
@@ -268,18 +273,25 @@ extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int to
                   iteration, z);
 }
 
-extern "C" __global__ void saber_sample_tree_by_word(CHUNK_PARAMS, TREE_PARAMS, const int* by_word,
-                                                     const int* segment_ptr, const int* schedule, int segments,
-                                                     int* next, unsigned seed, unsigned iteration, int* z) {
-  sample_by_word(CHUNK, by_word, segment_ptr, schedule, segments, next, bhat, topics, alpha, totals,
-                 Tree{l4, l3, l2, padded}, seed, iteration, z);
+#define BY_WORD_PARAMS \
+  const int *by_word, const int *segment_ptr, const int *schedule, int last, int *next, unsigned seed, \
+      unsigned iteration, int *z
+#define BY_WORD_ARGS by_word, segment_ptr, schedule, last, next, bhat, topics, alpha, totals
+
+extern "C" __global__ void saber_sample_tree_by_word(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {
+  sample_by_word<Tree, true>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);
 }
 
-extern "C" __global__ void saber_sample_alias_by_word(CHUNK_PARAMS, ALIAS_PARAMS, const int* by_word,
-                                                      const int* segment_ptr, const int* schedule, int segments,
-                                                      int* next, unsigned seed, unsigned iteration, int* z) {
-  sample_by_word(CHUNK, by_word, segment_ptr, schedule, segments, next, bhat, topics, alpha, totals,
-                 Alias{probability, alias, topics}, seed, iteration, z);
+extern "C" __global__ void saber_sample_tree_by_word_global(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {
+  sample_by_word<Tree, false>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);
+}
+
+extern "C" __global__ void saber_sample_alias_by_word(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {
+  sample_by_word<Alias, true>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed, iteration, z);
+}
+
+extern "C" __global__ void saber_sample_alias_by_word_global(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {
+  sample_by_word<Alias, false>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed, iteration, z);
 }
 
 // B += the chunk's tokens, counted by (word, topic): integer atomics, so in any order.
