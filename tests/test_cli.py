@@ -53,9 +53,18 @@ def assert_one_line_error(result, *fragments, code=2):
     (["sweep", "fake", "--n="], ["option --n= needs a value"]),
     (["sweep", "fake", "--out", "README.md"], ["--out README.md: not a directory"]),
     (["verify", "fake"], ["suite fake has no verification"]),
+    (["sweep", "saber", "--backend", "cpu", "--dataset", "tiny", "--K", "40000"], ["K must be <= 32768"]),
+    (["verify", "saber", "--backend", "cpu", "--K", "33", "--memory", "-1"], ["memory"]),
 ])
 def test_usage_errors_are_one_line(args, fragments):
     assert_one_line_error(bench(*args), *fragments)
+
+
+def test_a_memory_budget_too_small_for_one_chunk_is_a_one_line_error(tmp_path):
+    result = bench("sweep", "saber", "--backend", "cpu", "--dataset", "tiny", "--scale", "1", "--K", "1000",
+                   "--memory", "0.001", "--out", tmp_path)
+    assert_one_line_error(result, "memory budget 0.001 GiB is too small for one chunk", "K = 1000")
+    assert not list(tmp_path.iterdir())  # nothing measured
 
 
 def test_version_list_and_dry_run():
