@@ -8,7 +8,7 @@
 # With no mode: all three.
 source impls/gpu_check_setup.sh saber-gpu-check.log saber.csv saber.json saber-series.csv
 VERIFY="python3 -m bench verify saber --backend gpu"
-# 100,000 tokens, their model and 60% of their chunks' bytes: 6 chunks through 3 slots (a tighter
+# 100,000 tokens, their model and 60% of their chunks' bytes: 7 chunks through 3 slots (a tighter
 # budget can run out under compute-sanitizer: the pool caches freed blocks per stream)
 STREAMED="--dataset nytimes-synth --scale 0.001 --K 33 --memory 0.006 --workers 3"
 MODE=${1:-all}
