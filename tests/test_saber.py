@@ -282,7 +282,7 @@ def test_a_corpus_with_nothing_to_sample_is_a_one_line_error(tmp_path, header, m
 
 def test_chunk_layout_keeps_documents_whole_and_cuts_segments_of_one_word():
     rng = np.random.default_rng(2)
-    lengths = np.concatenate([rng.integers(1, 60, 100), [0, 2000]])
+    lengths = np.concatenate([rng.integers(1, 60, 100), [0, 6000]])
     doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     words = np.minimum(rng.zipf(1.2, doc_ptr[-1]) - 1, 24).astype(np.int32)
     layout = model.chunk_layout(doc_ptr, words, chunks=4)

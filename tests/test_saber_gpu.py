@@ -31,24 +31,36 @@ def _state(topics: int, documents: int = 120, vocabulary: int = 300, seed: int =
     return doc_ptr, words, doc_of, counts
 
 
+def _assert_structures_equal(device, cpu) -> None:
+    for level in ("totals", "level4", "level3", "level2"):
+        np.testing.assert_array_equal(cupy.asnumpy(getattr(device, level)), getattr(cpu, level), err_msg=level)
+
+
 @pytest.mark.parametrize("kind", ["tree", "alias"])
 @pytest.mark.parametrize("topics", [1, 2, 31, 32, 33, 100, 1000, 1025])
-def test_b_hat_and_structures_are_the_twins_bit_for_bit(kind, topics):
+def test_b_hat_and_structures_are_the_twins_bit_for_bit_and_b_is_zeroed(kind, topics):
     _, _, _, counts = _state(topics)
-    bhat = model.b_hat(counts)
-    device_bhat = gpu.b_hat(cupy.asarray(counts.b))
-    np.testing.assert_array_equal(cupy.asnumpy(device_bhat), bhat)
-    cpu, dev = model.preprocess(bhat, kind), gpu.preprocess(device_bhat, kind)
-    for level in ("totals", "level4", "level3", "level2"):
-        np.testing.assert_array_equal(cupy.asnumpy(getattr(dev, level)), getattr(cpu, level), err_msg=level)
+    b = cupy.asarray(counts.b)
+    bhat, structures = gpu.preprocess(b, kind)
+    expected = model.b_hat(counts)
+    np.testing.assert_array_equal(cupy.asnumpy(bhat), expected)
+    _assert_structures_equal(structures, model.preprocess(expected, kind))
+    assert not b.any(), "B is zeroed, to count the next iteration's topics"
+
+
+@pytest.mark.parametrize("vocabulary, topics", [(1, 1), (300, 33), (3 * gpu.TOTALS_ROWS + 5, 1000)])
+def test_topic_totals_are_the_column_sums(vocabulary, topics):
+    b = np.random.default_rng(topics).integers(0, 1 << 20, (vocabulary, topics)).astype(np.int32)
+    np.testing.assert_array_equal(cupy.asnumpy(gpu.topic_totals(cupy.asarray(b))), b.sum(axis=0))
 
 
 def test_the_largest_tree_is_the_twins():
     rng = np.random.default_rng(1)
-    bhat = rng.random((3, model.MAX_TOPICS), dtype=np.float32)
-    cpu, dev = model.preprocess(bhat, "tree"), gpu.build_trees(cupy.asarray(bhat))
-    for level in ("totals", "level4", "level3", "level2"):
-        np.testing.assert_array_equal(cupy.asnumpy(getattr(dev, level)), getattr(cpu, level), err_msg=level)
+    tokens = 300_000  # about three per (word, topic): B^ varies from topic to topic
+    z = rng.integers(0, model.MAX_TOPICS, tokens).astype(np.int32)
+    counts = model.count(np.array([0, tokens]), rng.integers(0, 3, tokens).astype(np.int32), z, 3, model.MAX_TOPICS)
+    _, structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
+    _assert_structures_equal(structures, model.preprocess(model.b_hat(counts), "tree"))
 
 
 def _device_chunks(doc_ptr, words, counts, chunks: int) -> list:
@@ -81,8 +93,7 @@ def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_wor
     if by_word:  # segments long enough to copy B^_v to shared memory, and shorter ones
         sizes, warps = np.concatenate([c.segment_sizes for c in chunks]), gpu._staged_threads(topics) // 32
         assert (sizes >= warps).any() and (sizes < warps).any()
-    device_bhat = cupy.asarray(bhat)
-    device_structures = gpu.preprocess(device_bhat, kind)
+    device_bhat, device_structures = gpu.preprocess(cupy.asarray(counts.b), kind)
     for iteration in (0, 7):
         expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, iteration)
         for chunk in chunks:

@@ -1,5 +1,6 @@
 """The saber figures: the paper's Figure 9 (time per phase of each stage, stacked, with
-the paper's stage-to-stage changes beside ours) and throughput against K."""
+the paper's stage-to-stage changes beside ours) and Table 2 (the bytes of each array
+against K, the paper's PubMed numbers beside ours)."""
 
 from pathlib import Path
 
@@ -17,6 +18,13 @@ CLAIMS = (("SL1 PDOW: sampling", "G1", "G0", "sample", -0.40),
           ("SL3 SSC: rebuilding A", "G3", "G2", "rebuild", -0.89),
           ("SL4 workers: total", "G4", "G3", None, -0.123),
           ("SL5 G4 over G0: total", "G4", "G0", None, 1 / 2.9 - 1))
+
+
+# Table 2 (PubMed, V = 141k, T = 738M, D = 8.2M), GB by K; L and A sparse do not depend on K.
+MEMORY = (("bytes_b", "B + B^"), ("bytes_structures", "trees / alias tables"), ("bytes_l", "L (tokens)"),
+          ("bytes_a", "A sparse"), ("bytes_a_dense", "A dense (computed)"), ("bytes_device", "device held"))
+PAPER_TABLE2 = {"bytes_b": {100: 0.108, 1000: 1.08, 10_000: 10.8}, "bytes_l": {100: 8.65, 1000: 8.65, 10_000: 8.65},
+                "bytes_a": {100: 5.8, 1000: 5.8, 10_000: 5.8}, "bytes_a_dense": {100: 3.2, 1000: 32, 10_000: 320}}
 
 
 def stage_changes(rows: pd.DataFrame) -> list[tuple[str, float, float]]:
@@ -54,4 +62,37 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
         written += save(fig, outdir, setting_stem("fig9-phases-by-stage", setting),
                         caption(meta, rows) + f"\n{changes}\n(each ours: the median over repeats of the ratio of the "
                         "two stages' times measured in the same repeat, minus 1)")
+    keys_but_k = [k for k in keys if k != "K"]
+    for setting, rows in per_setting(df, keys_but_k, always=("dataset",)):
+        if rows["K"].nunique() > 1:
+            written += _memory_figure(rows, setting, meta, outdir)
     return written
+
+
+def _memory_figure(rows: pd.DataFrame, setting: dict, meta: dict, outdir: Path) -> list[Path]:
+    """Table 2's analogue: each array's bytes against K, for the last stage measured."""
+    stage = max(rows["variant"])
+    rows = rows[rows["variant"] == stage]
+    measured = [(column, label) for column, label in MEMORY if column in rows and rows[column].notna().any()]
+    topics = sorted(rows["K"].unique())
+    gigabytes = rows.groupby("K")[[column for column, _ in measured]].median() / 1e9
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.add_subplot()
+    width = 0.8 / len(measured)
+    paper = setting.get("dataset") == "pubmed-synth"
+    for i, (column, label) in enumerate(measured):
+        x = np.arange(len(topics)) + (i - (len(measured) - 1) / 2) * width
+        ax.bar(x, gigabytes.loc[topics, column], width, label=label, color=f"C{i}",
+               hatch="//" if column == "bytes_a_dense" else None)
+        if paper and column in PAPER_TABLE2:
+            ax.scatter(x, [PAPER_TABLE2[column].get(k, np.nan) for k in topics], marker="_", s=200, color="black",
+                       zorder=3, label="paper (PubMed)" if column == "bytes_b" else None)
+    ax.set(xticks=np.arange(len(topics)), xticklabels=[f"K = {k:,}" for k in topics], yscale="log",
+           ylabel="GB (10^9 bytes)")
+    ax.set_title(f"Table 2: memory by array, {stage} (" + ", ".join(f"{k}={v}" for k, v in setting.items()) + ")",
+                 fontsize=10)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    ax.grid(alpha=0.3, axis="y")
+    return save(fig, outdir, setting_stem("table2-memory-by-k", setting),
+                caption(meta, rows) + "\nbytes of the arrays the run allocated (median over repeats); A dense is "
+                "D x K x 4 bytes, computed: no stage allocates it")

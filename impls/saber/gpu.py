@@ -31,48 +31,48 @@ def _resident_blocks() -> int:
     return cupy.cuda.Device().attributes["MultiProcessorCount"] * 2048 // BLOCK
 
 
-def b_hat(b):
-    """Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta)."""
+TOTALS_ROWS = 512  # words a block of saber_topic_totals sums
+
+
+def topic_totals(b):
+    """n_k: B's column sums, int64 (cupy's sum over the first axis read B at a tenth of the copy bandwidth)."""
     import cupy
 
-    denominator = b.sum(axis=0, dtype=cupy.int64).astype(cupy.float32) + np.float32(b.shape[0]) * BETA
-    return (b.astype(cupy.float32) + BETA) / denominator
+    vocabulary, topics = b.shape
+    totals = cupy.zeros(topics, cupy.int64)
+    grid = (-(-topics // W), -(-vocabulary // TOTALS_ROWS))
+    raw_kernel(KERNEL_SOURCE, "saber_topic_totals")(grid, (BLOCK,), (b, np.int32(vocabulary), np.int32(topics),
+                                                                     np.int32(TOTALS_ROWS), totals))
+    return totals
 
 
-def build_trees(bhat) -> Structures:
-    """The W-ary tree of every word, a warp per word."""
+def preprocess(b, kind: str) -> tuple[object, Structures]:
+    """B^ (Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta))
+    and every word's structure, a warp per word reading B once and zeroing it, so that B
+    counts the next iteration's topics."""
     import cupy
 
-    vocabulary, topics = bhat.shape
+    vocabulary, topics = b.shape
     width = padded(topics)
-    l4 = cupy.empty((vocabulary, width), cupy.float32)
-    l3 = cupy.empty((vocabulary, LEVEL3), cupy.float32)
-    l2 = cupy.empty((vocabulary, W), cupy.float32)
+    denominator = topic_totals(b).astype(cupy.float32) + np.float32(vocabulary) * BETA
+    bhat = cupy.empty((vocabulary, topics), cupy.float32)
     totals = cupy.empty(vocabulary, cupy.float32)
-    raw_kernel(KERNEL_SOURCE, "saber_build_trees")((_warp_grid(vocabulary),), (BLOCK,), (
-        bhat, np.int32(vocabulary), np.int32(topics), np.int32(width), l4, l3, l2, totals))
-    return Structures("tree", totals, l4, l3, l2)
-
-
-def build_aliases(bhat) -> Structures:
-    """Every word's alias table, a thread per word (sequential, as the paper's G0), after its
-    total by the chunked scan, a warp per word."""
-    import cupy
-
-    vocabulary, topics = bhat.shape
-    totals = cupy.empty(vocabulary, cupy.float32)
-    raw_kernel(KERNEL_SOURCE, "saber_word_totals")((_warp_grid(vocabulary),), (BLOCK,), (
-        bhat, np.int32(vocabulary), np.int32(topics), np.int32(padded(topics)), totals))
+    common = (b, denominator, BETA, np.int32(vocabulary), np.int32(topics), np.int32(width), bhat)
+    grid = (_warp_grid(vocabulary),), (BLOCK,)
+    if kind == "tree":
+        l4 = cupy.empty((vocabulary, width), cupy.float32)
+        l3 = cupy.empty((vocabulary, LEVEL3), cupy.float32)
+        l2 = cupy.empty((vocabulary, W), cupy.float32)
+        raw_kernel(KERNEL_SOURCE, "saber_preprocess_tree")(*grid, (*common, l4, l3, l2, totals))
+        return bhat, Structures("tree", totals, l4, l3, l2)
+    # The alias tables: a thread per word, sequential, as the paper's G0 builds them.
+    raw_kernel(KERNEL_SOURCE, "saber_preprocess_totals")(*grid, (*common, totals))
     probability = cupy.empty((vocabulary, topics), cupy.float32)
     alias = cupy.empty((vocabulary, topics), cupy.int32)
     stacks = cupy.empty((vocabulary, topics), cupy.int32)
     raw_kernel(KERNEL_SOURCE, "saber_build_aliases")((-(-vocabulary // BLOCK),), (BLOCK,), (
         bhat, totals, np.int32(vocabulary), np.int32(topics), probability, alias, stacks))
-    return Structures("alias", totals, probability, alias, cupy.empty((vocabulary, 0), cupy.float32))
-
-
-def preprocess(bhat, kind: str) -> Structures:
-    return build_trees(bhat) if kind == "tree" else build_aliases(bhat)
+    return bhat, Structures("alias", totals, probability, alias, cupy.empty((vocabulary, 0), cupy.float32))
 
 
 @dataclass

@@ -102,6 +102,10 @@ class Structures:
     level3: np.ndarray  # tree: float32 [V, W^2]; alias: int32 aliases [V, K]
     level2: np.ndarray  # tree: float32 [V, W]; alias: unused
 
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.totals, self.level4, self.level3, self.level2))
+
 
 @numba.njit(cache=True)
 def _build_trees(bhat, totals, l4, l3, l2):
@@ -227,7 +231,7 @@ class Chunk:
         return int(self.doc_ptr.size - 1)
 
 
-SEGMENT_TOKENS = 512  # a frequent word's tokens are cut into segments of at most this many
+SEGMENT_TOKENS = 2048  # a frequent word's tokens are cut into segments of at most this many
 
 
 def chunk_layout(doc_ptr: np.ndarray, words: np.ndarray, chunks: int) -> list[Chunk]:

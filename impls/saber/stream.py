@@ -12,6 +12,7 @@ streams, so that one chunk's copies overlap another's kernels, and is timed as a
 The budget is enforced: the run raises CuPy's OutOfMemoryError rather than use more.
 """
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,11 +34,11 @@ BYTES_PER_DOCUMENT = 3 * 4
 
 
 def model_bytes(vocabulary: int, topics: int) -> int:
-    """B, the next B, B^ and the larger of the two structures (alias: probabilities, aliases
-    and the build's stacks; tree: its three levels and the totals)."""
+    """B, B^, n_k and its denominators, and the larger of the two structures (alias:
+    probabilities, aliases and the build's stacks; tree: its three levels; the totals)."""
     dense = vocabulary * topics * 4
-    tree = vocabulary * (padded(topics) + LEVEL3 + W + 1) * 4
-    return 3 * dense + max(3 * dense + vocabulary * 4, tree)
+    tree = vocabulary * (padded(topics) + LEVEL3 + W) * 4
+    return 2 * dense + topics * 12 + vocabulary * 4 + max(3 * dense, tree)
 
 
 def chunk_bytes(tokens: int, documents: int) -> int:
@@ -82,6 +83,10 @@ class Corpus:
     @property
     def device_bytes(self) -> int:
         return sum(getattr(c, name).nbytes for c in self.device or () for name in gpu.ChunkArrays.ARRAYS)
+
+    def bytes_of(self, names) -> int:
+        """The bytes of the chunks' arrays `names`, all of them (on the host)."""
+        return sum(getattr(c, name).nbytes for c in self.host for name in names)
 
 
 def host_chunk(chunk: model.Chunk, pinned: bool) -> gpu.ChunkArrays:
@@ -140,23 +145,26 @@ class _Slot:
 
 
 def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool,
-            workers: int, seed: int, ctx) -> tuple[np.ndarray, float]:
-    """The iterations of a stage from the seeded initial topics (the twin's): (z on the
-    host, final kd_mean). workers > 1: G4's asynchronous workers."""
+            workers: int, seed: int, ctx) -> tuple[np.ndarray, dict]:
+    """The iterations of a stage from the seeded initial topics (the twin's): z on the host,
+    and the final kd_mean and the bytes of B + B^, of the structures and of the device
+    memory the run held (CuPy's pool: the resident chunks and the run's peak).
+    workers > 1: G4's asynchronous workers."""
     import cupy
 
     pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()  # what the pool holds after the run is then the run's
     if corpus.budget:  # the run's arrays and the resident chunks within it, besides what others hold
-        pool.free_all_blocks()
         pool.set_limit(size=pool.used_bytes() - corpus.device_bytes + corpus.budget)
     try:
-        return _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx)
+        z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx)
+        return z, {**metrics, "bytes_device": pool.total_bytes()}
     finally:
         pool.set_limit(size=0)
 
 
 def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool, workers: int,
-             seed: int, ctx) -> tuple[np.ndarray, float]:
+             seed: int, ctx) -> tuple[np.ndarray, dict]:
     import cupy
 
     host = corpus.host
@@ -183,45 +191,47 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
                 slot.copy_out(placed, chunk)
         cupy.cuda.Device().synchronize()
 
-    kd_mean = 0.0
+    def step(index: int, chunk: gpu.ChunkArrays, bhat, structures, iteration: int, phase):
+        """One chunk's iteration: copied in (streaming), sampled, A and B rebuilt, copied out;
+        its number of non-zeros of A (on the device)."""
+        with phase("transfer"):
+            placed, slot = place(index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
+        with phase("sample"):
+            gpu.e_step(placed, bhat, structures, seed, iteration, by_word)
+        with phase("rebuild"):
+            gpu.rebuild(placed, topics, ssc, b)
+            non_zeros = placed.n_keys.sum(dtype=cupy.int64)
+        with phase("transfer"):
+            if slot:
+                slot.copy_out(placed, chunk)
+        return non_zeros
+
     for iteration in range(iterations):
         with ctx.phase("preprocess"):
-            bhat = gpu.b_hat(b)
-            structures = gpu.preprocess(bhat, structure)
-            b = cupy.zeros_like(b)  # the next B, which every chunk adds to
-        non_zeros = []
+            bhat, structures = gpu.preprocess(b, structure)  # b is zeroed: the next B, which every chunk adds to
         if workers == 1:
-            for index, chunk in enumerate(host):
-                with ctx.phase("transfer"):
-                    placed, slot = place(index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
-                with ctx.phase("sample"):
-                    gpu.e_step(placed, bhat, structures, seed, iteration, by_word)
-                with ctx.phase("rebuild"):
-                    gpu.rebuild(placed, topics, ssc, b)
-                    non_zeros.append(placed.n_keys.sum(dtype=cupy.int64))
-                with ctx.phase("transfer"):
-                    if slot:
-                        slot.copy_out(placed, chunk)
+            non_zeros = [step(index, chunk, bhat, structures, iteration, ctx.phase) for index, chunk in enumerate(host)]
         else:
+            non_zeros = []
             with ctx.phase("overlapped"):
                 for index, chunk in enumerate(host):
                     with streams[index % workers]:
-                        placed, slot = place(index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
-                        gpu.e_step(placed, bhat, structures, seed, iteration, by_word)
-                        gpu.rebuild(placed, topics, ssc, b)
-                        non_zeros.append(placed.n_keys.sum(dtype=cupy.int64))
-                        if slot:
-                            slot.copy_out(placed, chunk)
+                        non_zeros.append(step(index, chunk, bhat, structures, iteration,
+                                              lambda name: contextlib.nullcontext()))
                 for stream in streams:  # the null stream (the clock's) waits for every worker
                     cupy.cuda.Stream.null.wait_event(stream.record())
+        sizes = {"bytes_b": b.nbytes + bhat.nbytes, "bytes_structures": structures.nbytes}
         del bhat, structures
         kd_mean = float(sum(int(n) for n in non_zeros)) / documents
         ctx.record(iteration + 1, kd_mean=kd_mean)
 
     cupy.cuda.Device().synchronize()
+    with ctx.untimed():  # every token counted once in the last B: no chunk was lost on the way
+        if int(b.sum(dtype=cupy.int64)) != z.size:
+            raise BenchError(f"the last iteration counted {int(b.sum(dtype=cupy.int64))} of {z.size} tokens")
     for index, chunk in enumerate(host):
         if corpus.device:
-            z[chunk.first_token:chunk.first_token + chunk.tokens] = cupy.asnumpy(corpus.device[index].z)
+            corpus.device[index].z.get(out=z[chunk.first_token:chunk.first_token + chunk.tokens])
         else:
             z[chunk.first_token:chunk.first_token + chunk.tokens] = chunk.z
-    return z, kd_mean
+    return z, {"final_kd_mean": kd_mean, **sizes}

@@ -12,7 +12,7 @@ sample (the E-step), rebuild (A and B from z); G4's chunks as one phase, overlap
 """
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from bench.errors import BenchError
 from bench.specs import parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
-from impls.saber import figures, model, stream
+from impls.saber import figures, gpu, model, stream
 from impls.saber.structures import MAX_TOPICS
 
 STAGES = {  # variant: (PDOW order, structure, rebuild by SSC, asynchronous workers)
@@ -98,6 +98,14 @@ class SaberSuite(Suite):
         Metric("kd_mean", "", per="iteration", help="mean non-zeros per row of A after the iteration"),
         Metric("chunks_used", "", help="chunks of documents (the chunks asked for, or more for the memory budget)"),
         Metric("resident", "", help="1: every chunk on the device; 0: streamed from pinned host memory"),
+        # Table 2's analogue: the bytes of the arrays the run allocated (where they live: the
+        # device, or the host for a streamed corpus), beside what a dense A would take.
+        Metric("bytes_b", "bytes", help="B and B^ (V x K, int32 and float32)"),
+        Metric("bytes_structures", "bytes", help="the words' trees or alias tables"),
+        Metric("bytes_l", "bytes", help="the tokens (L): their documents, words, topics and the chunks' layout"),
+        Metric("bytes_a", "bytes", help="A, sparse (GPU: by slot, a token's worth per token)"),
+        Metric("bytes_a_dense", "bytes", help="A dense (D x K int32), as the paper counts it: computed, not allocated"),
+        Metric("bytes_device", "bytes", help="GPU: the device memory the run held (CuPy's pool after the run)"),
     )
     plots = (Plot("saber-throughput-vs-k", "Tokens per second against K by stage", x="K", y="tokens_per_s",
                   logx=True),)
@@ -125,14 +133,16 @@ class SaberSuite(Suite):
         chunks, resident = stream.chunks_for_budget(corpus.doc_ptr, corpus.vocab_size, point["K"], point["chunks"],
                                                     workers, point.get("memory", 0.0))
         work = Workload(corpus.doc_ptr, corpus.words, corpus.vocab_size, point["K"], point["iterations"],
-                        model.chunk_layout(corpus.doc_ptr, corpus.words, chunks), workers)
+                        _layout(point["dataset"], point["scale"], chunks), workers)
         if point["backend"] == "gpu":
             work.corpus = stream.load(work.layout, work.vocabulary, resident, point.get("memory", 0.0))
         return work
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
-        return {"final_kd_mean": iterate(work, variant, ctx, "gpu" if work.corpus else "cpu")[1],
-                "chunks_used": len(work.layout), "resident": int(work.corpus is None or work.corpus.device is not None)}
+        metrics = iterate(work, variant, ctx, "gpu" if work.corpus else "cpu")[1]
+        return {**metrics, "chunks_used": len(work.layout),
+                "resident": int(work.corpus is None or work.corpus.device is not None),
+                "bytes_a_dense": (work.doc_ptr.size - 1) * work.topics * 4}
 
     def derived(self, work: Workload, row: dict) -> dict:
         return {"tokens_per_s": work.tokens * work.iterations / row["seconds"]}
@@ -172,13 +182,23 @@ class SaberSuite(Suite):
         return differ == 0, f"{differ} of {got['topics'].size} topics differ from those of the CPU twin {twin}"
 
 
-def iterate(work: Workload, variant: str, ctx, device: str = "cpu") -> tuple[np.ndarray, float]:
+@lru_cache(maxsize=1)
+def _layout(dataset: str, scale: float, chunks: int) -> list:
+    """The chunks of a corpus, laid out once for every K of a sweep (738M tokens take a minute)."""
+    corpus = cached_corpus(dataset, scale)
+    return model.chunk_layout(corpus.doc_ptr, corpus.words, chunks)
+
+
+def iterate(work: Workload, variant: str, ctx, device: str = "cpu") -> tuple[np.ndarray, dict]:
     """All the iterations of a stage from the seeded initial topics, on `device` (the GPU
-    draws the twin's topics): (z on the host, final kd_mean)."""
+    draws the twin's topics): z on the host, and the final kd_mean and the bytes of the
+    arrays (metrics final_kd_mean and bytes_*)."""
     pdow, structure, ssc, asynchronous = STAGES[variant]
     if device == "gpu":
-        return stream.iterate(work.corpus, work.topics, work.iterations, structure, pdow, ssc,
-                              work.workers if asynchronous else 1, work.seed, ctx)
+        z, metrics = stream.iterate(work.corpus, work.topics, work.iterations, structure, pdow, ssc,
+                                    work.workers if asynchronous else 1, work.seed, ctx)
+        return z, {**metrics, "bytes_l": work.corpus.bytes_of(gpu.ChunkArrays.LAYOUT + ("z",)),
+                   "bytes_a": work.corpus.bytes_of(gpu.ChunkArrays.STATE[:3])}
     order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)
     rebuild = model.count if ssc else model.count_by_sorting
     documents = work.doc_ptr.size - 1
@@ -194,7 +214,10 @@ def iterate(work: Workload, variant: str, ctx, device: str = "cpu") -> tuple[np.
         with ctx.phase("rebuild"):
             counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
         ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
-    return z, counts.a_idx.size / documents
+    return z, {"final_kd_mean": counts.a_idx.size / documents, "bytes_b": counts.b.nbytes + bhat.nbytes,
+               "bytes_structures": structures.nbytes,
+               "bytes_l": sum(a.nbytes for a in (work.doc_ptr, work.doc_of, work.words, z, order)),
+               "bytes_a": sum(a.nbytes for a in (counts.a_ptr, counts.a_idx, counts.a_val))}
 
 
 SUITE = SaberSuite()

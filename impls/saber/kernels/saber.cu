@@ -4,10 +4,11 @@
 // topics. Products and sums are written with __fmul_rn/__fadd_rn: the twin rounds each
 // product before adding it, which a fused multiply-add would not.
 //
-//   saber_build_trees   a warp per word: L4 = the chunked prefix sums of B^_v (padded to a
-//                       multiple of W with the total), L3 every W-th (padded to W^2), L2
-//                       every W-th of L3, and the word's total
-//   saber_word_totals   a warp per word: the total alone, as the chunked scan ends
+//   saber_preprocess_*  a warp per word: B^_v from B_v (which it zeroes), its chunked prefix
+//                       sums and the word's total; _tree keeps the sums as the tree's L4 (padded
+//                       to a multiple of W with the total), L3 every W-th (padded to W^2), L2
+//                       every W-th of L3
+//   saber_topic_totals  n_k, the column sums of B
 //   saber_build_aliases a thread per word: Vose's alias table, built sequentially as the
 //                       paper's G0 does and the twin does (its two stacks share one array)
 //   saber_sample_*      the E-step of one chunk (Fig. 5, bugs fixed): the sparse part over
@@ -70,46 +71,78 @@ __device__ __forceinline__ int warp_vote(float value, float x) {
 }
 
 // ---------------------------------------------------------------------------
-// The chunked prefix sums of a word's weights, padded to a multiple of W with the last
-// prefix (written to out where it is not null); returns that last prefix, the total. (Not
-// lane 31's: padded with zeros, the scan groups the last chunk's sums differently and can
-// end an ulp above it, where a draw of u = 1 would land past topic K - 1.) The whole warp
-// calls it.
-__device__ float chunked_scan(const float* weights, int topics, int padded, float* out) {
-  const int lane = threadIdx.x & 31;
-  float carry = 0.0f;
-  for (int start = 0; start < padded; start += W) {
-    const int k = start + lane;
-    float prefix = __fadd_rn(warp_scan(k < topics ? weights[k] : 0.0f), carry);
-    carry = __shfl_sync(FULL_MASK, prefix, start + W < padded ? W - 1 : (topics - 1) & (W - 1));
-    if (k >= topics) prefix = carry;
-    if (out) out[k] = prefix;
-  }
-  return carry;
-}
-
-// A warp per word. l4: [V, padded], l3: [V, LEVEL3], l2: [V, W].
-extern "C" __global__ void saber_build_trees(const float* bhat, int vocabulary, int topics, int padded, float* l4,
-                                             float* l3, float* l2, float* totals) {
+// A warp per word: B^_v from the counts B_v (Eq. 2 as the twin rounds it: (float(B_vk) +
+// beta) / denominator_k), B_v zeroed for the next iteration's counts, and the chunked prefix
+// sums of B^_v, padded to a multiple of W with the last prefix, which is the word's total.
+// (Not lane 31's: padded with zeros, the scan groups the last chunk's sums differently and
+// can end an ulp above it, where a draw of u = 1 would land past topic K - 1.) Tree: the
+// prefix sums are L4, then L3 = every W-th of L4 (padded to W^2), L2 = every W-th of L3.
+// l4: [V, padded], l3: [V, LEVEL3], l2: [V, W].
+template <bool Tree>
+__device__ void preprocess_word(int* b, const float* denominator, float beta, int vocabulary, int topics,
+                                int padded, float* bhat, float* l4, float* l3, float* l2, float* totals) {
   const int lane = threadIdx.x & 31;
   const long long v = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
   if (v >= vocabulary) return;  // whole warps leave together
-  float* out4 = l4 + v * padded;
-  const float total = chunked_scan(bhat + v * topics, topics, padded, out4);
-  __syncwarp();  // out4 written before other lanes read it
-  float* out3 = l3 + v * LEVEL3;
-  for (int i = lane; i < LEVEL3; i += W) out3[i] = (i + 1) * W <= padded ? out4[(i + 1) * W - 1] : total;
-  __syncwarp();
-  l2[v * W + lane] = out3[(lane + 1) * W - 1];
-  if (lane == 0) totals[v] = total;
+  int* b_v = b + v * topics;
+  float* bhat_v = bhat + v * topics;
+  float* out4 = Tree ? l4 + v * padded : nullptr;
+  float carry = 0.0f;
+#pragma unroll 4  // several chunks' loads in flight: the scan's carry is the only dependence
+  for (int start = 0; start < padded; start += W) {
+    const int k = start + lane;
+    float weight = 0.0f;
+    if (k < topics) {
+      weight = __fdiv_rn(__fadd_rn(__int2float_rn(b_v[k]), beta), denominator[k]);
+      bhat_v[k] = weight;
+      b_v[k] = 0;
+    }
+    float prefix = __fadd_rn(warp_scan(weight), carry);
+    carry = __shfl_sync(FULL_MASK, prefix, start + W < padded ? W - 1 : (topics - 1) & (W - 1));
+    if (k >= topics) prefix = carry;
+    if (Tree) out4[k] = prefix;
+  }
+  if (Tree) {
+    __syncwarp();  // out4 written before other lanes read it
+    float* out3 = l3 + v * LEVEL3;
+    for (int i = lane; i < LEVEL3; i += W) out3[i] = (i + 1) * W <= padded ? out4[(i + 1) * W - 1] : carry;
+    __syncwarp();
+    l2[v * W + lane] = out3[(lane + 1) * W - 1];
+  }
+  if (lane == 0) totals[v] = carry;
 }
 
-extern "C" __global__ void saber_word_totals(const float* bhat, int vocabulary, int topics, int padded,
-                                             float* totals) {
-  const long long v = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
-  if (v >= vocabulary) return;
-  const float total = chunked_scan(bhat + v * topics, topics, padded, nullptr);
-  if ((threadIdx.x & 31) == 0) totals[v] = total;
+extern "C" __global__ void saber_preprocess_tree(int* b, const float* denominator, float beta, int vocabulary,
+                                                 int topics, int padded, float* bhat, float* l4, float* l3,
+                                                 float* l2, float* totals) {
+  preprocess_word<true>(b, denominator, beta, vocabulary, topics, padded, bhat, l4, l3, l2, totals);
+}
+
+extern "C" __global__ void saber_preprocess_totals(int* b, const float* denominator, float beta, int vocabulary,
+                                                   int topics, int padded, float* bhat, float* totals) {
+  preprocess_word<false>(b, denominator, beta, vocabulary, topics, padded, bhat, nullptr, nullptr, nullptr,
+                         totals);
+}
+
+// n_k = sum over words of B_vk, exact in any order (integers), for Eq. 2's denominators: a
+// block per W topics and `rows` words, a warp per word, the block's partial sums added in
+// shared memory, then a 64-bit atomic per topic.
+extern "C" __global__ void saber_topic_totals(const int* b, int vocabulary, int topics, int rows,
+                                              unsigned long long* totals) {
+  __shared__ unsigned long long partial[W];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int k = blockIdx.x * W + lane;
+  const int first = blockIdx.y * rows, last = min(first + rows, vocabulary);
+  if (threadIdx.x < W) partial[threadIdx.x] = 0;
+  __syncthreads();
+  unsigned long long sum = 0;
+  if (k < topics) {
+#pragma unroll 8
+    for (int v = first + warp; v < last; v += warps) sum += b[(long long)v * topics + k];
+    atomicAdd(&partial[lane], sum);
+  }
+  __syncthreads();
+  if (threadIdx.x < W && blockIdx.x * W + threadIdx.x < topics) atomicAdd(&totals[k], partial[threadIdx.x]);
 }
 
 // A thread per word: column i keeps i with probability[i], else gives alias[i]. The small
