@@ -4,11 +4,13 @@ Topics are Dirichlet draws around a Zipf base measure over a hidden vocabulary, 
 V words with the largest total mass are kept; document lengths are a clipped lognormal scaled
 to an exact token total; each document mixes topics with theta_d ~ Dirichlet(alpha), and each
 token draws a topic from theta_d and then a word from that topic (the topic counts of a
-document are then multinomial(length, theta_d)). numpy only: every random number comes from
+document are then multinomial(length, theta_d)). Every random number comes from
 PCG64 streams seeded from (name, seed), and the discrete draws are inverse-CDF searches on
 rng.random / rng.integers, whose bits numpy fixes. The same arguments gave the same bytes
 with numpy 2.4 and 2.5 on different hosts; only the gamma and lognormal draws go through the
-C math library, where a different libm could in principle change a last bit.
+C math library, where a different libm could in principle change a last bit. Where there is a
+GPU, the searches and sorts of the per-token draws run on it (CuPy), on the same random
+numbers drawn on the host: integer keys and float64 comparisons, so the same bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backend import gpu_available
 from .entries import CACHE_DIR, entry
 from .model import Corpus, CorpusError
 
@@ -84,8 +87,11 @@ def synthesize(name: str, scale: float = 1.0, seed: int = 0) -> Corpus:
     return corpus
 
 
-def generate(name: str, t: Targets, seed: int) -> Corpus:
-    """Generate a corpus with exactly t.documents, t.tokens and t.vocabulary from a seed."""
+def generate(name: str, t: Targets, seed: int, xp=None) -> Corpus:
+    """Generate a corpus with exactly t.documents, t.tokens and t.vocabulary from a seed; xp,
+    the array module of the per-token searches and sorts, is CuPy where there is a GPU."""
+    if xp is None:
+        xp = _gpu_module() or np
     # zlib.crc32, not hash(): Python salts str hashes per process.
     streams = np.random.SeedSequence([zlib.crc32(name.encode()), seed]).spawn(5)
     rng_phi, rng_len, rng_perm, rng_theta, rng_tok = (np.random.Generator(np.random.PCG64(s)) for s in streams)
@@ -94,6 +100,7 @@ def generate(name: str, t: Targets, seed: int) -> Corpus:
     cdf = np.cumsum(phi, axis=1)
     cdf /= cdf[:, -1:]  # exactly 1 at the end, so a uniform in [0, 1) never falls off
     perm = rng_perm.permutation(t.vocabulary).astype(np.int32)  # rank -> word id
+    on_device = (xp.asarray(cdf), xp.asarray(perm))
 
     lengths = np.sort(_lengths(rng_len, t))[::-1]
     doc_ptr = np.zeros(t.documents + 1, dtype=np.int64)
@@ -105,12 +112,25 @@ def generate(name: str, t: Targets, seed: int) -> Corpus:
         stop = min(start + step, t.documents)
         gamma = rng_theta.standard_gamma(t.alpha, size=(stop - start, t.topics))
         theta[start:stop] = gamma / gamma.sum(axis=1, keepdims=True)
-        topic = _draw_topics(rng_tok, theta[start:stop], lengths[start:stop])
-        words[doc_ptr[start]:doc_ptr[stop]] = _draw_words(rng_tok, topic, lengths[start:stop], cdf, perm)
+        topic = _draw_topics(rng_tok, theta[start:stop], lengths[start:stop], xp)
+        words[doc_ptr[start]:doc_ptr[stop]] = _host(_draw_words(rng_tok, topic, lengths[start:stop], *on_device, xp))
 
     true_phi = np.empty((t.vocabulary, t.topics))
     true_phi[perm] = phi.T
     return Corpus(name, doc_ptr, words, t.vocabulary, None, theta, true_phi)
+
+
+def _gpu_module():
+    """CuPy where it sees a GPU, else None."""
+    if not gpu_available():
+        return None
+    import cupy
+
+    return cupy
+
+
+def _host(array) -> np.ndarray:
+    return array.get() if hasattr(array, "get") else array
 
 
 def _topics(rng: np.random.Generator, t: Targets) -> np.ndarray:
@@ -160,7 +180,7 @@ def _lengths(rng: np.random.Generator, t: Targets) -> np.ndarray:
     return lengths
 
 
-def _draw_topics(rng: np.random.Generator, theta: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def _draw_topics(rng: np.random.Generator, theta: np.ndarray, lengths: np.ndarray, xp):
     """Topic of every token of a block of documents, drawn from its document's theta row.
 
     Drawn token by token rather than with rng.multinomial, whose counts for these theta rows
@@ -173,22 +193,22 @@ def _draw_topics(rng: np.random.Generator, theta: np.ndarray, lengths: np.ndarra
     cum = np.floor(cum / cum[:, -1:] * 2.0**32).astype(np.int64)  # the last column is exactly 2**32
     table = (cum + (np.arange(docs, dtype=np.int64) << 32)[:, None]).ravel()
     doc = np.repeat(np.arange(docs, dtype=np.int64), lengths)
-    key = (doc << 32) + rng.integers(0, 1 << 32, size=doc.size, dtype=np.int64)
-    return (np.searchsorted(table, key, side="right") - doc * topics).astype(np.int16)
+    key = xp.asarray((doc << 32) + rng.integers(0, 1 << 32, size=doc.size, dtype=np.int64))
+    return (xp.searchsorted(xp.asarray(table), key, side="right") - (key >> 32) * topics).astype(np.int16)
 
 
-def _draw_words(rng: np.random.Generator, topic: np.ndarray, lengths: np.ndarray, cdf: np.ndarray,
-                perm: np.ndarray) -> np.ndarray:
-    """Word ids for tokens with given topics, sorted by word id within each document."""
-    u = rng.random(topic.size)
-    by_topic = np.argsort(topic, kind="stable")  # radix sort: int16 keys
-    bounds = np.searchsorted(topic[by_topic], np.arange(cdf.shape[0] + 1))
-    rank = np.empty(topic.size, dtype=np.int32)
+def _draw_words(rng: np.random.Generator, topic, lengths: np.ndarray, cdf, perm, xp):
+    """Word ids for tokens with given topics, sorted by word id within each document (arrays
+    of xp, but for lengths and the host's generator)."""
+    u = xp.asarray(rng.random(topic.size))
+    by_topic = xp.argsort(topic, kind="stable")  # radix sort: int16 keys
+    bounds = _host(xp.searchsorted(topic[by_topic], xp.arange(cdf.shape[0] + 1)))
+    rank = xp.empty(topic.size, dtype=np.int32)
     for k in range(cdf.shape[0]):  # inverse CDF, all tokens of one topic at once
         sel = by_topic[bounds[k]:bounds[k + 1]]
-        rank[sel] = np.searchsorted(cdf[k], u[sel], side="right")
+        rank[sel] = xp.searchsorted(cdf[k], u[sel], side="right")
     # Order a document's tokens by word id, as an expanded UCI file has them (write_uci/read_uci is then exact).
-    doc = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+    doc = xp.asarray(np.repeat(np.arange(lengths.size, dtype=np.int64), lengths))
     key = doc * len(perm) + perm[rank]
     key.sort()
     return (key - doc * len(perm)).astype(np.int32)
