@@ -55,6 +55,7 @@ def assert_one_line_error(result, *fragments, code=2):
     (["verify", "fake"], ["suite fake has no verification"]),
     (["sweep", "saber", "--backend", "cpu", "--dataset", "tiny", "--K", "40000"], ["K must be <= 32768"]),
     (["verify", "saber", "--backend", "cpu", "--K", "33", "--memory", "-1"], ["memory"]),
+    (["sweep", "saber", "--backend", "cpu", "--dataset", "tiny", "--threads", "48"], ["multiple of 32", "48"]),
 ])
 def test_usage_errors_are_one_line(args, fragments):
     assert_one_line_error(bench(*args), *fragments)

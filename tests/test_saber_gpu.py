@@ -101,6 +101,20 @@ def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_wor
         np.testing.assert_array_equal(_gathered_z(chunks), expected)
 
 
+@pytest.mark.parametrize("by_word", [False, True])
+@pytest.mark.parametrize("threads", [32, 96, 1024])
+@pytest.mark.parametrize("topics", [33, 4097])
+def test_e_step_draws_the_twins_topics_with_any_block_size(topics, threads, by_word):
+    doc_ptr, words, doc_of, counts = _state(topics)
+    bhat = model.b_hat(counts)
+    chunks = _device_chunks(doc_ptr, words, counts, 2)
+    device_bhat, device_structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
+    expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, model.preprocess(bhat, "tree"), SEED, 4)
+    for chunk in chunks:
+        gpu.e_step(chunk, device_bhat, device_structures, SEED, 4, by_word, threads)
+    np.testing.assert_array_equal(_gathered_z(chunks), expected)
+
+
 @pytest.mark.parametrize("ssc", [False, True])
 @pytest.mark.parametrize("topics", [1, 33, 1000])
 def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):

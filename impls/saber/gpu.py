@@ -18,17 +18,16 @@ KERNEL_SOURCE = Path(__file__).parent / "kernels" / "saber.cu"
 BLOCK = 256  # threads: 8 warps, a warp per word or token
 
 
-def _warp_grid(items: int, grid_stride: bool = False) -> int:
-    """Blocks for a warp per item; for a grid-stride loop, no more than the GPU holds at once."""
-    blocks = max(1, -(-items * W // BLOCK))
-    return min(blocks, _resident_blocks()) if grid_stride else blocks
+def _warp_grid(items: int, grid_stride: bool = False, block: int = BLOCK) -> int:
+    """Blocks of `block` threads for a warp per item; for a grid-stride loop, no more than
+    the GPU holds at once."""
+    blocks = max(1, -(-items * W // block))
+    return min(blocks, _resident_blocks(block)) if grid_stride else blocks
 
 
 @cache
-def _resident_blocks() -> int:
-    import cupy
-
-    return cupy.cuda.Device().attributes["MultiProcessorCount"] * 2048 // BLOCK
+def _resident_blocks(block: int = BLOCK) -> int:
+    return _multiprocessors() * (2048 // block)
 
 
 TOTALS_ROWS = 512  # words a block of saber_topic_totals sums
@@ -116,9 +115,11 @@ def long_positions(doc_ptr: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.repeat(lengths > SSC_CAP, lengths)).astype(np.int32)
 
 
-def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration: int, by_word: bool) -> None:
+def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration: int, by_word: bool,
+           threads: int = 0) -> None:
     """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
-    warp per token in document order (G0), or a block per word segment (G1 on)."""
+    warp per token in document order (G0), or a block per word segment (G1 on); blocks of
+    `threads` (a multiple of W), or (0) the sizes chosen below."""
     import cupy
 
     topics = int(bhat.shape[1])
@@ -131,19 +132,20 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     else:
         name, extra = "saber_sample_alias", (structures.level4, structures.level3)
     if not by_word:
-        raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, grid_stride=True),), (BLOCK,), (
+        block = threads or BLOCK
+        raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, True, block),), (block,), (
             *common, *extra, np.int32(tokens), np.uint32(seed), np.uint32(iteration), chunk.z))
         return
     # The segments long enough to give every warp of a staged block a token copy B^_v to
     # shared memory, in blocks large enough for full occupancy where shared memory allows;
-    # the rest (a prefix and the rest of the schedule: its sizes descend) read it in place.
-    threads = _staged_threads(topics)
-    staged = int(np.count_nonzero(chunk.segment_sizes >= threads // W))
+    # the rest (a suffix of the schedule: its sizes descend) read it in place.
+    staged_block, global_block = (threads, threads) if threads else (_staged_threads(topics), BLOCK)
+    staged = int(np.count_nonzero(chunk.segment_sizes >= staged_block // W))
     segments = int(chunk.segment_sizes.size)
     shared = topics * 4
     for suffix, first, last, block, shared_mem, per_sm in (
-            ("_by_word", 0, staged, threads, shared, _blocks_per_sm(shared, threads)),
-            ("_by_word_global", staged, segments, BLOCK, 0, 2048 // BLOCK)):
+            ("_by_word", 0, staged, staged_block, shared, _blocks_per_sm(shared, staged_block)),
+            ("_by_word_global", staged, segments, global_block, 0, 2048 // global_block)):
         if first == last:
             continue
         kernel = raw_kernel(KERNEL_SOURCE, name + suffix)

@@ -21,6 +21,7 @@ if [ "$MODE" = check ] || [ "$MODE" = all ]; then
   step $VERIFY
   step $VERIFY --K 1,32,33,4097,32768 --iterations 1
   step $VERIFY $STREAMED
+  step $VERIFY --K 33,4097 --threads 32,96,1024 --iterations 1
   for tool in memcheck racecheck; do
     # the suite's kernels only: CuPy's own scans report racecheck hazards of their design
     step compute-sanitizer --tool $tool --kernel-name kns=saber_ --error-exitcode 9 $VERIFY --K 33,1000 --iterations 1

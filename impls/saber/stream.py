@@ -145,11 +145,11 @@ class _Slot:
 
 
 def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool,
-            workers: int, seed: int, ctx) -> tuple[np.ndarray, dict]:
+            workers: int, seed: int, ctx, threads: int = 0) -> tuple[np.ndarray, dict]:
     """The iterations of a stage from the seeded initial topics (the twin's): z on the host,
     and the final kd_mean and the bytes of B + B^, of the structures and of the device
     memory the run held (CuPy's pool: the resident chunks and the run's peak).
-    workers > 1: G4's asynchronous workers."""
+    workers > 1: G4's asynchronous workers; threads: the sampling kernels' blocks (gpu.e_step)."""
     import cupy
 
     pool = cupy.get_default_memory_pool()
@@ -157,14 +157,14 @@ def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wor
     if corpus.budget:  # the run's arrays and the resident chunks within it, besides what others hold
         pool.set_limit(size=pool.used_bytes() - corpus.device_bytes + corpus.budget)
     try:
-        z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx)
+        z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx, threads)
         return z, {**metrics, "bytes_device": pool.total_bytes()}
     finally:
         pool.set_limit(size=0)
 
 
 def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool, workers: int,
-             seed: int, ctx) -> tuple[np.ndarray, dict]:
+             seed: int, ctx, threads: int) -> tuple[np.ndarray, dict]:
     import cupy
 
     host = corpus.host
@@ -197,7 +197,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
         with phase("transfer"):
             placed, slot = place(index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
         with phase("sample"):
-            gpu.e_step(placed, bhat, structures, seed, iteration, by_word)
+            gpu.e_step(placed, bhat, structures, seed, iteration, by_word, threads)
         with phase("rebuild"):
             gpu.rebuild(placed, topics, ssc, b)
             non_zeros = placed.n_keys.sum(dtype=cupy.int64)

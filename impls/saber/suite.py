@@ -22,7 +22,7 @@ from bench.specs import parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
 from impls.saber import figures, gpu, model, stream
-from impls.saber.structures import MAX_TOPICS
+from impls.saber.structures import MAX_TOPICS, W
 
 STAGES = {  # variant: (PDOW order, structure, rebuild by SSC, asynchronous workers)
     "G0": (False, "alias", False, False),
@@ -37,6 +37,13 @@ DOCS = {"G0": "document order, alias tables, counts by sorting",
         "G3": "G2 + SSC: A rebuilt by a segmented count per document",
         "G4": "G3 + asynchronous workers: chunks on several CUDA streams (on the CPU the same computation as G3)"}
 SEED = 0
+
+
+def _parse_threads(spec) -> list[int]:
+    values = parse_ints(spec, "threads", minimum=0, maximum=1024)
+    if any(v % W for v in values):
+        raise BenchError(f"threads must be 0 (the suite's choice) or a multiple of {W} up to 1024, got {spec}")
+    return values
 
 
 def _default_scale(backend: str, given: dict) -> str:
@@ -56,6 +63,7 @@ class Workload:
     iterations: int
     layout: list  # model.Chunk: the documents in chunks, laid out once (untimed)
     workers: int
+    threads: int = 0  # the GPU's sampling blocks (0: gpu.e_step's choice)
     corpus: object = None  # stream.Corpus: the chunks' arrays for the GPU
     seed: int = SEED  # of the initial topics and of every draw
 
@@ -88,6 +96,9 @@ class SaberSuite(Suite):
         Axis("workers", "4", lambda s: parse_ints(s, "workers", maximum=64), "G4's CUDA streams", tune=True),
         Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none); a "
              "corpus beyond it streams from pinned host memory", tune=True),
+        Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels, a multiple of 32 "
+             "(0: 256, or up to 1024 where B^_v's shared memory leaves room for fewer than 8 blocks an SM)",
+             tune=True),
     )
     variants = tuple(Variant(name, doc, devices=("cpu", "gpu")) for name, doc in DOCS.items())
     reference = "G0"
@@ -133,7 +144,7 @@ class SaberSuite(Suite):
         chunks, resident = stream.chunks_for_budget(corpus.doc_ptr, corpus.vocab_size, point["K"], point["chunks"],
                                                     workers, point.get("memory", 0.0))
         work = Workload(corpus.doc_ptr, corpus.words, corpus.vocab_size, point["K"], point["iterations"],
-                        _layout(point["dataset"], point["scale"], chunks), workers)
+                        _layout(point["dataset"], point["scale"], chunks), workers, point.get("threads", 0))
         if point["backend"] == "gpu":
             work.corpus = stream.load(work.layout, work.vocabulary, resident, point.get("memory", 0.0))
         return work
@@ -161,6 +172,7 @@ class SaberSuite(Suite):
         Axis("chunks", "3", lambda s: parse_ints(s, "chunks"), "PDOW partitions of the documents"),
         Axis("workers", "2", lambda s: parse_ints(s, "workers", maximum=64), "G4's CUDA streams"),
         Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none)"),
+        Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels (0: the suite's)"),
     )
 
     def verify_case(self, point: dict, seed: int) -> dict:
@@ -196,7 +208,7 @@ def iterate(work: Workload, variant: str, ctx, device: str = "cpu") -> tuple[np.
     pdow, structure, ssc, asynchronous = STAGES[variant]
     if device == "gpu":
         z, metrics = stream.iterate(work.corpus, work.topics, work.iterations, structure, pdow, ssc,
-                                    work.workers if asynchronous else 1, work.seed, ctx)
+                                    work.workers if asynchronous else 1, work.seed, ctx, work.threads)
         return z, {**metrics, "bytes_l": work.corpus.bytes_of(gpu.ChunkArrays.LAYOUT + ("z",)),
                    "bytes_a": work.corpus.bytes_of(gpu.ChunkArrays.STATE[:3])}
     order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)
