@@ -233,6 +233,35 @@ def verify(
 VERIFY_ROWS = 300  # beyond this many checks bench verify lists only the failures
 
 
+@app.command(context_settings=EXTRA, options_metavar="[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]")
+def profile(
+    ctx: typer.Context,
+    axis: list[str] = AxisOpt,
+    variant: Optional[str] = VariantOpt,
+    metrics: str = typer.Option("all", "--metrics", help="Comma list of metric sets: time, occupancy, memory, "
+                                "local, issue, flops, stalls; or all."),
+    invocation: int = typer.Option(2, "--invocation", help="Which launch of each kernel to profile (2: the one "
+                                   "after the warm-up's first)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for <suite>-profile.csv.",
+                                           show_default="results/<machine>/"),
+):
+    """Profile every point and variant under Nsight Compute (ncu): one launch of each
+    kernel, its counters as tidy rows in <suite>-profile.csv."""
+    from bench import profile as profiler
+
+    ncu = profiler.ncu_executable()  # before anything else: without ncu there is nothing to do
+    chosen = profiler.metrics_of(list(profiler.METRIC_SETS) if metrics == "all" else metrics.split(","))
+    if invocation < 1:
+        raise BenchError(f"--invocation must be >= 1, got {invocation}")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise BenchError(f"--out {out_dir}: not a directory")
+    plan = _plan(ctx.args, axis, variant, "gpu")
+    plan.suite.check(plan.points)
+    directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), "gpu")
+    path = profiler.profile(plan, ncu, chosen, invocation, directory, echo=err.print)
+    out.print(f"{len(plan.points)} point(s) profiled; counters in {path}")
+
+
 @app.command()
 def figures(
     results_dir: Path = typer.Option(RESULTS, "--results", help="Root of results/<machine>/ directories."),

@@ -1,0 +1,127 @@
+"""`bench profile`: Nsight Compute's counters of a suite's kernels at chosen points.
+
+Each (point, variant) runs as `bench run` (a warm-up run, then one measured run) under
+ncu, which profiles one launch of every kernel: its `invocation`-th (by default the 2nd,
+after the warm-up's first). The counters come in named sets (METRIC_SETS) and are written
+as tidy rows (point, variant, kernel, metric, unit, value) to <suite>-profile.csv, beside
+the sidecar <suite>-profile.json: the machine, ncu's version and the commands of each run.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from bench import envinfo, results
+from bench.errors import BenchError
+
+STALL_REASONS = ("long_scoreboard", "short_scoreboard", "wait", "barrier", "not_selected", "selected",
+                 "mio_throttle", "lg_throttle", "math_pipe_throttle", "tex_throttle", "dispatch_stall",
+                 "no_instruction", "branch_resolving", "drain", "membar", "imc_miss", "sleeping", "misc")
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+FLOP_OPS = ("ffma", "fadd", "fmul", "dfma", "dadd", "dmul")
+METRIC_SETS = {
+    "time": ("gpu__time_duration.sum",),
+    "occupancy": ("sm__warps_active.avg.pct_of_peak_sustained_active", "sm__maximum_warps_per_active_cycle_pct",
+                  "launch__registers_per_thread", "launch__block_size", "launch__grid_size",
+                  "launch__occupancy_limit_registers", "launch__occupancy_limit_shared_mem",
+                  "launch__occupancy_limit_warps"),
+    "memory": ("dram__bytes_read.sum", "dram__bytes_write.sum", "dram__bytes.sum.per_second",
+               "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+               "lts__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_sector_hit_rate.pct",
+               "l1tex__throughput.avg.pct_of_peak_sustained_active", "l1tex__t_sector_hit_rate.pct",
+               "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed",
+               "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+               "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
+    "local": ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"),
+    "issue": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__issue_active.avg.pct_of_peak_sustained_elapsed",
+              "smsp__average_warp_latency_per_inst_issued.ratio",
+              "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+    "flops": tuple(f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in FLOP_OPS),
+    "stalls": tuple(f"{STALL_PREFIX}{reason}{STALL_SUFFIX}" for reason in STALL_REASONS),
+}
+COLUMNS = ("variant", "launch", "kernel", "metric", "unit", "value")
+BOOKKEEPING = ("code_version", "run_id", "timestamp", "machine")
+
+
+def metrics_of(sets: list[str]) -> list[str]:
+    unknown = [s for s in sets if s not in METRIC_SETS]
+    if unknown:
+        raise BenchError(f"unknown metric set(s) {', '.join(unknown)}; known: {', '.join(METRIC_SETS)}")
+    return list(dict.fromkeys(m for s in sets for m in METRIC_SETS[s]))
+
+
+def ncu_executable() -> str:
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        raise BenchError("ncu (Nsight Compute) is not on PATH: bench profile runs the suite under it")
+    return ncu
+
+
+def run_command(suite: str, point: dict, variant: str) -> list[str]:
+    """`bench run` of one point and variant, in this Python."""
+    axes = [f"--{key}={value}" for key, value in point.items() if key not in ("suite", "backend")]
+    return [sys.executable, "-m", "bench", "run", suite, "--backend", "gpu", "--variant", variant, *axes]
+
+
+def ncu_command(ncu: str, metrics: list[str], invocation: int, report: Path, command: list[str]) -> list[str]:
+    return [ncu, "--metrics", ",".join(metrics), "--kernel-id", f"::regex:.:{invocation}", "--target-processes",
+            "all", "--force-overwrite", "--export", str(report), *command]
+
+
+def tidy(raw_csv: str) -> pd.DataFrame:
+    """ncu's raw page (a header row, a units row, a row per profiled launch) as rows of
+    (launch, kernel, metric, unit, value); counters that are not numbers are left out."""
+    table = pd.read_csv(io.StringIO(raw_csv), dtype=str, keep_default_na=False)
+    if table.empty or "Kernel Name" not in table:
+        return pd.DataFrame(columns=COLUMNS[1:])
+    units, launches = table.iloc[0], table.iloc[1:]
+    metrics = [c for c in table.columns if "__" in c]
+    long = launches.melt(id_vars=["ID", "Kernel Name"], value_vars=metrics, var_name="metric", value_name="text")
+    long["value"] = pd.to_numeric(long["text"].str.replace(",", ""), errors="coerce")
+    long["unit"] = long["metric"].map(units)
+    long = long.dropna(subset=["value"]).rename(columns={"ID": "launch", "Kernel Name": "kernel"})
+    return long[["launch", "kernel", "metric", "unit", "value"]].reset_index(drop=True)
+
+
+def profile(plan, ncu: str, metrics: list[str], invocation: int, out_dir: Path, echo=print) -> Path:
+    """Profile every point and variant of a plan under `ncu`; the path of the profile CSV."""
+    suite = plan.suite
+    csv_path, sidecar = out_dir / f"{suite.name}-profile.csv", out_dir / f"{suite.name}-profile.json"
+    axes = [key for key in plan.points[0] if key != "suite"]
+    columns = ["suite", *axes, *COLUMNS, *BOOKKEEPING]
+    results.check_header(csv_path, columns)
+    env = envinfo.collect_env(sys.argv)
+    version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    stamp = {"code_version": envinfo.code_version(suite.sources), "run_id": run_id,
+             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+             "machine": envinfo.machine_slug(env, "gpu")}
+    commands = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for point in plan.points:
+            for variant, _ in plan.variants_at(point):
+                report = Path(tmp) / f"{len(commands)}.ncu-rep"
+                command = ncu_command(ncu, metrics, invocation, report, run_command(suite.name, point, variant))
+                commands.append(" ".join(command))
+                echo(f"profiling {variant} at " + " ".join(f"{k}={point[k]}" for k in axes if k != "backend"))
+                done = subprocess.run(command, capture_output=True, text=True)
+                if done.returncode != 0 or not report.exists():
+                    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                    raise BenchError(f"ncu failed on {variant} (exit {done.returncode}): {' | '.join(tail)}")
+                raw = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw"],
+                                     capture_output=True, text=True, check=True).stdout
+                rows = tidy(raw).assign(variant=variant, **{k: point[k] for k in ["suite", *axes]}, **stamp)
+                results.append_rows(csv_path, rows.to_dict("records"), columns)
+    info = {**env, "suite": suite.name, **stamp, "ncu_version": version[-1] if version else None,
+            "metrics": metrics, "invocation": invocation, "commands": commands}
+    results.update_sidecar(sidecar, run_id, info)
+    return csv_path
