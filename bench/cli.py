@@ -240,6 +240,8 @@ def profile(
     variant: Optional[str] = VariantOpt,
     metrics: str = typer.Option("all", "--metrics", help="Comma list of metric sets: time, occupancy, memory, "
                                 "local, issue, flops, stalls; or all."),
+    kernels: str = typer.Option(".", "--kernels", help="Regular expression (no ':') of the kernel names to "
+                                "profile; the default takes every kernel, the libraries' and the harness's too."),
     invocation: int = typer.Option(2, "--invocation", help="Which launch of each kernel to profile (2: the one "
                                    "after the warm-up's first)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for <suite>-profile.csv.",
@@ -251,6 +253,8 @@ def profile(
 
     ncu = profiler.ncu_executable()  # before anything else: without ncu there is nothing to do
     chosen = profiler.metrics_of(list(profiler.METRIC_SETS) if metrics == "all" else metrics.split(","))
+    if ":" in kernels or not kernels:
+        raise BenchError(f"--kernels {kernels!r}: a non-empty regular expression without ':' (ncu's separator)")
     if invocation < 1:
         raise BenchError(f"--invocation must be >= 1, got {invocation}")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
@@ -258,7 +262,7 @@ def profile(
     plan = _plan(ctx.args, axis, variant, "gpu")
     plan.suite.check(plan.points)
     directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), "gpu")
-    path = profiler.profile(plan, ncu, chosen, invocation, directory, echo=err.print)
+    path = profiler.profile(plan, ncu, chosen, kernels, invocation, directory, echo=err.print)
     out.print(f"{len(plan.points)} point(s) profiled; counters in {path}")
 
 

@@ -72,9 +72,10 @@ def run_command(suite: str, point: dict, variant: str) -> list[str]:
     return [sys.executable, "-m", "bench", "run", suite, "--backend", "gpu", "--variant", variant, *axes]
 
 
-def ncu_command(ncu: str, metrics: list[str], invocation: int, report: Path, command: list[str]) -> list[str]:
-    return [ncu, "--metrics", ",".join(metrics), "--kernel-id", f"::regex:.:{invocation}", "--target-processes",
-            "all", "--force-overwrite", "--export", str(report), *command]
+def ncu_command(ncu: str, metrics: list[str], kernels: str, invocation: int, report: Path,
+                command: list[str]) -> list[str]:
+    return [ncu, "--metrics", ",".join(metrics), "--kernel-id", f"::regex:{kernels}:{invocation}",
+            "--target-processes", "all", "--force-overwrite", "--export", str(report), *command]
 
 
 def tidy(raw_csv: str) -> pd.DataFrame:
@@ -92,8 +93,9 @@ def tidy(raw_csv: str) -> pd.DataFrame:
     return long[["launch", "kernel", "metric", "unit", "value"]].reset_index(drop=True)
 
 
-def profile(plan, ncu: str, metrics: list[str], invocation: int, out_dir: Path, echo=print) -> Path:
-    """Profile every point and variant of a plan under `ncu`; the path of the profile CSV."""
+def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, out_dir: Path, echo=print) -> Path:
+    """Profile every point and variant of a plan under `ncu`, the kernels whose names match
+    the regular expression `kernels`; the path of the profile CSV."""
     suite = plan.suite
     csv_path, sidecar = out_dir / f"{suite.name}-profile.csv", out_dir / f"{suite.name}-profile.json"
     axes = [key for key in plan.points[0] if key != "suite"]
@@ -110,7 +112,8 @@ def profile(plan, ncu: str, metrics: list[str], invocation: int, out_dir: Path, 
         for point in plan.points:
             for variant, _ in plan.variants_at(point):
                 report = Path(tmp) / f"{len(commands)}.ncu-rep"
-                command = ncu_command(ncu, metrics, invocation, report, run_command(suite.name, point, variant))
+                command = ncu_command(ncu, metrics, kernels, invocation, report,
+                                      run_command(suite.name, point, variant))
                 commands.append(" ".join(command))
                 echo(f"profiling {variant} at " + " ".join(f"{k}={point[k]}" for k in axes if k != "backend"))
                 done = subprocess.run(command, capture_output=True, text=True)
@@ -122,6 +125,6 @@ def profile(plan, ncu: str, metrics: list[str], invocation: int, out_dir: Path, 
                 rows = tidy(raw).assign(variant=variant, **{k: point[k] for k in ["suite", *axes]}, **stamp)
                 results.append_rows(csv_path, rows.to_dict("records"), columns)
     info = {**env, "suite": suite.name, **stamp, "ncu_version": version[-1] if version else None,
-            "metrics": metrics, "invocation": invocation, "commands": commands}
+            "metrics": metrics, "kernels": kernels, "invocation": invocation, "commands": commands}
     results.update_sidecar(sidecar, run_id, info)
     return csv_path

@@ -72,7 +72,8 @@ esac
 """)
     ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
     plan = harness.plan(get_suite("lda"), {"K": "64,128", "precision": "f32"}, "gpu", ["alg4", "alg7"])
-    path = profiler.profile(plan, str(ncu), profiler.metrics_of(["time"]), 2, tmp_path / "out", echo=lambda _: None)
+    path = profiler.profile(plan, str(ncu), profiler.metrics_of(["time"]), "drawz", 2, tmp_path / "out",
+                            echo=lambda _: None)
     rows = pd.read_csv(path)
     assert len(rows) == 2 * 2 * 8  # points x variants x the sample's numeric counters
     assert set(rows["variant"]) == {"alg4", "alg7"} and set(rows["K"]) == {64, 128}
@@ -80,6 +81,6 @@ esac
     assert set(rows["machine"]) == {"stand-in"}
     [run] = json.loads(path.with_suffix(".json").read_text())["runs"].values()
     assert run["ncu_version"] == "Version 2099.1 (stand-in)" and len(run["commands"]) == 4
-    assert all("--kernel-id ::regex:.:2" in c and " -m bench run lda --backend gpu --variant " in c
+    assert all("--kernel-id ::regex:drawz:2" in c and " -m bench run lda --backend gpu --variant " in c
                for c in run["commands"])
     assert any("--K=128" in c for c in run["commands"])
