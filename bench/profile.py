@@ -122,7 +122,9 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
                     raise BenchError(f"ncu failed on {variant} (exit {done.returncode}): {' | '.join(tail)}")
                 raw = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw"],
                                      capture_output=True, text=True, check=True).stdout
-                rows = tidy(raw).assign(variant=variant, **{k: point[k] for k in ["suite", *axes]}, **stamp)
+                rows = tidy(raw)
+                rows = rows[rows["metric"].isin(metrics)]  # not the device attributes ncu adds
+                rows = rows.assign(variant=variant, **{k: point[k] for k in ["suite", *axes]}, **stamp)
                 results.append_rows(csv_path, rows.to_dict("records"), columns)
     info = {**env, "suite": suite.name, **stamp, "ncu_version": version[-1] if version else None,
             "metrics": metrics, "kernels": kernels, "invocation": invocation, "commands": commands}

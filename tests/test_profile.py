@@ -72,10 +72,11 @@ esac
 """)
     ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
     plan = harness.plan(get_suite("lda"), {"K": "64,128", "precision": "f32"}, "gpu", ["alg4", "alg7"])
-    path = profiler.profile(plan, str(ncu), profiler.metrics_of(["time"]), "drawz", 2, tmp_path / "out",
-                            echo=lambda _: None)
+    metrics = profiler.metrics_of(["time", "occupancy", "stalls"])
+    path = profiler.profile(plan, str(ncu), metrics, "drawz", 2, tmp_path / "out", echo=lambda _: None)
     rows = pd.read_csv(path)
-    assert len(rows) == 2 * 2 * 8  # points x variants x the sample's numeric counters
+    assert len(rows) == 2 * 2 * 6  # points x variants x the sample's counters among those asked for
+    assert "lts__t_sector_hit_rate.pct" not in set(rows["metric"])
     assert set(rows["variant"]) == {"alg4", "alg7"} and set(rows["K"]) == {64, 128}
     assert rows["code_version"].nunique() == 1 and rows["run_id"].nunique() == 1
     assert set(rows["machine"]) == {"stand-in"}
