@@ -47,7 +47,44 @@ def render_all(results_root: Path, figures_root: Path, suites: list, warn=print)
             for plot in suite.plots:
                 written += draw_plot(plot, series if plot.series else df, meta, outdir)
             written += suite.render_figures(df, series, meta, outdir)
+        for suite in suites:
+            profile_path = machine_dir / f"{suite.name}-profile.csv"
+            if profile_path.exists():
+                written += stall_figure(profile_path, Path(figures_root) / machine_dir.name)
     return written
+
+
+def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[Path]:
+    """A `bench profile` file's latest run: each kernel's warp stalls per issued
+    instruction, by reason (the largest few, the rest as other), stacked: the bar's length
+    is the cycles a warp waits per instruction it issues."""
+    from bench.profile import STALL_PREFIX, STALL_SUFFIX
+
+    df = read_csv(csv_path)
+    df = df[df["run_id"] == df.sort_values("timestamp")["run_id"].iloc[-1]]
+    stalls = df[df["metric"].str.startswith(STALL_PREFIX)]
+    if stalls.empty:
+        return []
+    varying = [c for c in df.columns[:list(df.columns).index("variant")] if df[c].nunique() > 1]
+    label = stalls[[*varying, "variant", "kernel"]].astype(str).agg(" ".join, axis=1)
+    reason = stalls["metric"].str[len(STALL_PREFIX):-len(STALL_SUFFIX)]
+    table = stalls.assign(label=label, reason=reason).pivot_table("value", "label", "reason", aggfunc="first")
+    top = table.sum().sort_values(ascending=False).index[:reasons_shown]
+    table = table[top].assign(other=table.drop(columns=top).sum(axis=1))
+    fig = Figure(figsize=(8, 0.4 * len(table) + 1.5))
+    ax = fig.add_subplot()
+    table.plot.barh(stacked=True, ax=ax, width=0.7, colormap="tab10")
+    ax.set(xlabel="warp cycles stalled per issued instruction, by reason", ylabel="")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    ax.grid(alpha=0.3, axis="x")
+    constant = {c: df[c].iloc[0] for c in df.columns[:list(df.columns).index("variant")] if c not in varying}
+    ax.set_title(f"{csv_path.stem}: stall reasons", fontsize=10)
+    run = df.iloc[0]
+    return save(fig, outdir, f"{csv_path.stem}-stalls",
+                f"Machine {run['machine']}; code version {run['code_version']}; run {run['run_id']}\n"
+                + ", ".join(f"{k}={v}" for k, v in constant.items())
+                + "\nNsight Compute, one launch of each kernel (bench profile; the sidecar has the commands)")
 
 
 def per_setting(df: pd.DataFrame, keys, always=()):

@@ -85,3 +85,16 @@ esac
     assert all("--kernel-id ::regex:drawz:2" in c and " -m bench run lda --backend gpu --variant " in c
                for c in run["commands"])
     assert any("--K=128" in c for c in run["commands"])
+
+
+def test_the_stall_figure_of_a_profile(tmp_path):
+    from bench.figures import stall_figure
+
+    rows = profiler.tidy(SAMPLE.read_text()).assign(suite="saber", backend="gpu", K=1000, variant="G3",
+                                                    code_version="c", run_id="r", timestamp="t", machine="m")
+    columns = ["suite", "backend", "K", *profiler.COLUMNS, *profiler.BOOKKEEPING]
+    path = tmp_path / "saber-profile.csv"
+    rows[columns].to_csv(path, index=False)
+    written = stall_figure(path, tmp_path / "figures")
+    assert [p.name for p in written] == ["saber-profile-stalls.png", "saber-profile-stalls.pdf"]
+    assert all(p.stat().st_size > 0 for p in written)
