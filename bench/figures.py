@@ -65,7 +65,8 @@ def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[P
     stalls = df[df["metric"].str.startswith(STALL_PREFIX)]
     if stalls.empty:
         return []
-    varying = [c for c in df.columns[:list(df.columns).index("variant")] if df[c].nunique() > 1]
+    point_columns = list(df.columns[:list(df.columns).index("variant")])  # suite, backend, the axes
+    varying = [c for c in point_columns if df[c].nunique() > 1]
     label = stalls[[*varying, "variant", "kernel"]].astype(str).agg(" ".join, axis=1)
     reason = stalls["metric"].str[len(STALL_PREFIX):-len(STALL_SUFFIX)]
     table = stalls.assign(label=label, reason=reason).pivot_table("value", "label", "reason", aggfunc="first")
@@ -78,7 +79,7 @@ def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[P
     ax.invert_yaxis()
     ax.legend(fontsize=7, ncol=4, loc="lower right")
     ax.grid(alpha=0.3, axis="x")
-    constant = {c: df[c].iloc[0] for c in df.columns[:list(df.columns).index("variant")] if c not in varying}
+    constant = {c: df[c].iloc[0] for c in point_columns if c not in varying}
     ax.set_title(f"{csv_path.stem}: stall reasons", fontsize=10)
     run = df.iloc[0]
     return save(fig, outdir, f"{csv_path.stem}-stalls",

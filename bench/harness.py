@@ -236,8 +236,13 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    """A run's id: its UTC start and a random suffix, so that ids sort by time."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
 
 
 def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
@@ -255,7 +260,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
     code = envinfo.code_version(suite.sources)
     env = envinfo.collect_env(argv or sys.argv)
     machine = envinfo.machine_slug(env, plan.backend)
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    run_id = new_run_id()
 
     suite.check(plan.points)
     index = {} if settings.fresh else results.measured_repeats(csv_path, schema, code, settings.warmup)
@@ -289,7 +294,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
                 progress.update(task, description=describe(point))
                 rows, series = measure_point(plan, point, settings, first, settings.repeats - first)
                 stamp = {"warmup": settings.warmup, "group": uuid.uuid4().hex[:12], "run_id": run_id,
-                         "code_version": code, "timestamp": _now(), "machine": machine}
+                         "code_version": code, "timestamp": now(), "machine": machine}
                 results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
                 results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
                 done += 1
@@ -310,6 +315,6 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
-        results.update_sidecar(sidecar, run_id, {**status, "points_done": done, "finished": _now()})
+        results.update_sidecar(sidecar, run_id, {**status, "points_done": done, "finished": now()})
     console.print(f"{done} points measured; results in {csv_path}")
     return 0

@@ -14,13 +14,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from bench import envinfo, results
+from bench import envinfo, harness, results
 from bench.errors import BenchError
 
 STALL_REASONS = ("long_scoreboard", "short_scoreboard", "wait", "barrier", "not_selected", "selected",
@@ -103,9 +101,8 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
     results.check_header(csv_path, columns)
     env = envinfo.collect_env(sys.argv)
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
-    stamp = {"code_version": envinfo.code_version(suite.sources), "run_id": run_id,
-             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    run_id = harness.new_run_id()
+    stamp = {"code_version": envinfo.code_version(suite.sources), "run_id": run_id, "timestamp": harness.now(),
              "machine": envinfo.machine_slug(env, "gpu")}
     commands = []
     with tempfile.TemporaryDirectory() as tmp:
