@@ -310,8 +310,13 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
                       "run the same command again to resume.")
         return 130
     except BaseException as error:
-        status = {"status": "failed", "error": f"{type(error).__name__}: {error}",
-                  "traceback": traceback.format_exc(limit=8) if not isinstance(error, BenchError) else None}
+        if isinstance(error.__context__, KeyboardInterrupt):
+            # Interrupted, and reporting it failed: a pipe (tee) that the same Ctrl-C closed,
+            # which rich turns into SystemExit.
+            status = {"status": "interrupted"}
+        else:
+            status = {"status": "failed", "error": f"{type(error).__name__}: {error}",
+                      "traceback": traceback.format_exc(limit=8) if not isinstance(error, BenchError) else None}
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)

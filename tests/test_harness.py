@@ -146,6 +146,22 @@ def test_interrupted_and_failed_runs_are_marked(tmp_path, monkeypatch):
     assert pd.read_csv(tmp_path / "fake.csv").groupby("n").size().to_dict() == {64: 4, 128: 4}
 
 
+def test_an_interrupt_whose_report_cannot_be_printed_is_still_marked_interrupted(tmp_path, monkeypatch):
+    """`timeout -s INT ... | tee`: the Ctrl-C also closes tee, and rich, writing the
+    interrupt's report to the closed pipe, raises SystemExit instead."""
+    def interrupted_then_broken_pipe(*args, **kw):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise SystemExit(1)
+
+    monkeypatch.setattr(harness, "measure_point", interrupted_then_broken_pipe)
+    with pytest.raises(SystemExit):
+        harness.sweep(harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu"), settings(tmp_path))
+    [run] = json.loads((tmp_path / "fake.json").read_text())["runs"].values()
+    assert run["status"] == "interrupted" and "error" not in run
+
+
 def _concurrent_sweep(out_dir):
     plan = harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu", ["plain"])
     harness.sweep(plan, harness.Settings(repeats=1, warmup=0, out_dir=out_dir, fresh=True))
