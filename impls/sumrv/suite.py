@@ -228,7 +228,7 @@ class SumrvSuite(Suite):
 
     def skip(self, point: dict) -> str | None:
         if point["batch"] * (point["m"] + point["n"]) > MAX_VALUES:
-            return f"batch x (m + n) > 2^29 values: the FFT peer's buffers outgrow an 80 GB GPU"
+            return "batch x (m + n) > 2^29 values: the FFT peer's buffers outgrow an 80 GB GPU"
         return None
 
     def skip_variant(self, point: dict, variant: str) -> str | None:
