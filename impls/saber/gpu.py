@@ -34,7 +34,7 @@ TOTALS_ROWS = 512  # words a block of saber_topic_totals sums
 
 
 def topic_totals(b):
-    """n_k: B's column sums, int64 (cupy's sum over the first axis read B at a tenth of the copy bandwidth)."""
+    """n_k: B's column sums, int64 (cupy's sum over the first axis read B at 4-40% of the copy bandwidth)."""
     import cupy
 
     vocabulary, topics = b.shape
