@@ -227,8 +227,9 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
 
     cupy.cuda.Device().synchronize()
     with ctx.untimed():  # every token counted once in the last B: no chunk was lost on the way
-        if int(b.sum(dtype=cupy.int64)) != z.size:
-            raise BenchError(f"the last iteration counted {int(b.sum(dtype=cupy.int64))} of {z.size} tokens")
+        counted = int(b.sum(dtype=cupy.int64))
+        if counted != z.size:
+            raise BenchError(f"the last iteration counted {counted} of {z.size} tokens")
     for index, chunk in enumerate(host):
         if corpus.device:
             corpus.device[index].z.get(out=z[chunk.first_token:chunk.first_token + chunk.tokens])
