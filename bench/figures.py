@@ -107,7 +107,8 @@ def setting_stem(stem: str, setting: dict) -> str:
 
 def draw_plot(plot, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     """A declared Plot: y against x, one line per `line` value, one figure per `panel`
-    value and per combination of any other axis that varies (never pooled). Run
+    value and per combination of any other axis that varies (never pooled) where x
+    takes several values. Run
     rows: the median over repeats, with a min-max band; series rows: one curve per
     repeat."""
     if df.empty or plot.x not in df or plot.y not in df:
@@ -116,6 +117,8 @@ def draw_plot(plot, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     keys = [k for k in key_columns(schema) if k not in (plot.x, plot.line)]
     written = []
     for setting, subset in per_setting(df, keys, always=(plot.panel,)):
+        if subset[plot.x].nunique() < 2:  # a single x draws no line: its numbers are in the CSV
+            continue
         fig = Figure(figsize=(7, 4.5))
         ax = fig.add_subplot()
         for i, (name, lines) in enumerate(subset.groupby(plot.line, dropna=False)):

@@ -1,6 +1,7 @@
 """The saber figures: the paper's Figure 9 (time per phase of each stage, stacked, with
-the paper's stage-to-stage changes beside ours) and Table 2 (the bytes of each array
-against K, the paper's PubMed numbers beside ours)."""
+the paper's stage-to-stage changes beside ours), Figure 10 (throughput against chunks,
+workers and threads per block) and Table 2 (the bytes of each array against K, the
+paper's PubMed numbers beside ours)."""
 
 from pathlib import Path
 
@@ -44,6 +45,8 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     keys = [k for k in key_columns(meta["schema"]) if k in df]
     for setting, rows in per_setting(df, keys, always=("dataset", "K")):
         stages = sorted(rows["variant"].unique())
+        if len(stages) < 2:  # a stage alone: its phases are in the CSV, Figure 9 compares stages
+            continue
         phases = [p for p in PHASES if f"{p}_s" in rows and rows[f"{p}_s"].any()]
         per_iteration = rows.groupby("variant")[[f"{p}_s" for p in phases]].median() / rows["iterations"].iloc[0]
         fig = Figure(figsize=(8, 4.5))
@@ -66,7 +69,48 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     for setting, rows in per_setting(df, keys_but_k, always=("dataset",)):
         if rows["K"].nunique() > 1:
             written += _memory_figure(rows, setting, meta, outdir)
-    return written
+    return written + _tuning_figure(df, keys, meta, outdir)
+
+
+# Figure 10's panels: the axis swept, and what the paper found (NYTimes, GTX 1080).
+TUNING = (("chunks", "(a) chunks", "paper, one worker: more chunks, slower"),
+          ("workers", "(b) workers", "paper, 10 chunks: 1 -> 4 workers 10-15% faster"),
+          ("threads", "(c) threads per block", "paper: 256 best at every K"))
+
+
+def _tuning_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list[Path]:
+    """Figure 10: G4's tokens/s against each tuning axis, a line per (K, memory budget)
+    wherever the axis took several values with the others fixed; threads 0 (the suite's
+    choice) is drawn as "auto"."""
+    rows = df[df["variant"] == "G4"]
+    panels = []
+    for axis, title, paper in TUNING:
+        fixed = [k for k in keys if k not in (axis, "K", "memory")]
+        lines = [(name, line) for name, line in rows.groupby([*fixed, "K", "memory"], dropna=False)
+                 if line[axis].nunique() > 1]
+        if lines:
+            panels.append((axis, title, paper, lines))
+    if not panels:
+        return []
+    fig = Figure(figsize=(4 * len(panels), 4))
+    for i, (axis, title, paper, lines) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        values = sorted(set().union(*(line[axis].unique() for _, line in lines)))
+        position = {v: j for j, v in enumerate(values)}
+        for name, line in lines:
+            stats = line.groupby(axis)["tokens_per_s"].agg(["median", "min", "max"]) / 1e9
+            x = [position[v] for v in stats.index]
+            ax.errorbar(x, stats["median"], [stats["median"] - stats["min"], stats["max"] - stats["median"]],
+                        marker="o", markersize=3, capsize=2, label=f"K = {name[-2]:,}, {name[-1]:g} GiB")
+        ax.set(xticks=range(len(values)), xticklabels=["auto" if v == 0 else str(v) for v in values], xlabel=axis,
+               ylabel="G tokens/s (median, min-max)" if i == 0 else None)
+        ax.set_title(f"{title}\n{paper}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Figure 10: G4 tuned, streamed through a memory budget", fontsize=10, y=1.04)
+    shown = pd.concat([line for *_, lines in panels for _, line in lines]).drop_duplicates()
+    return save(fig, outdir, "fig10-tuning", caption(meta, shown) + "\nthe other axes as in each line's sweep "
+                "(results CSV): (a) one worker, (b) 10 chunks, (c) 10 chunks and 4 workers")
 
 
 def _memory_figure(rows: pd.DataFrame, setting: dict, meta: dict, outdir: Path) -> list[Path]:

@@ -7,6 +7,7 @@
 #   bash impls/saber/gpu_check.sh profile  # Table 4: Nsight Compute on the sampling kernels ($PROFILE_K)
 #   bash impls/saber/gpu_check.sh pubmed   # pubmed-synth (738M tokens) streamed: Table 2, and the
 #                                          # streamed topics against the resident ones
+#   bash impls/saber/gpu_check.sh tuning   # Figure 10: chunks, workers and threads per block, streamed
 # With no mode: check, sweep and profile.
 source impls/gpu_check_setup.sh saber-gpu-check.log saber.csv saber.json saber-series.csv
 VERIFY="python3 -m bench verify saber --backend gpu"
@@ -48,6 +49,18 @@ if [ "$MODE" = profile ] || [ "$MODE" = all ]; then
       ncu --import /tmp/$name.ncu-rep --page details --csv > "$DIR/logs/$name-details.csv"
       ncu --import /tmp/$name.ncu-rep --page raw --csv > "$DIR/logs/$name-raw.csv"
     done
+  done
+fi
+if [ "$MODE" = tuning ]; then
+  # Figure 10 on nytimes-synth, G4 streamed as the paper's always is: a budget of the model
+  # (stream.model_bytes) plus 6 GiB, which holds no more than 2/3 of the chunks' 9.3 GiB: (a) 3
+  # to 20 chunks with one worker, (b) 1-4 workers with 10 chunks, (c) threads per block (0:
+  # the suite's choice) with 10 chunks and 4 workers.
+  for budget in 1000:8 3000:12 5000:16; do
+    COMMON="--dataset nytimes-synth --scale 1 --K ${budget%%:*} --memory ${budget#*:} --variant G4 --iterations 10 --repeats 2"
+    step python3 -m bench sweep saber --backend gpu --out $DIR $COMMON --chunks 3,5,10,20 --workers 1
+    step python3 -m bench sweep saber --backend gpu --out $DIR $COMMON --chunks 10 --workers 2,3,4
+    step python3 -m bench sweep saber --backend gpu --out $DIR $COMMON --chunks 10 --workers 4 --threads 64,128,256,512,1024
   done
 fi
 if [ "$MODE" = pubmed ]; then
