@@ -31,7 +31,7 @@ test: setup
 	$(BIN)/python -m pytest -ra
 
 figures: setup
-	$(BENCH) figures --ensure lda,sumrv,admodel,admodel-fit,saber
+	$(BENCH) figures --ensure lda,sumrv,admodel,admodel-fit,saber,saber-fit
 
 sweep: setup
 	$(BENCH) sweep

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CODE_DIRS = ("bench", "impls")
 CODE_PATTERNS = ("*.py", "*.cu", "*.cuh")
-PACKAGES = ("numpy", "numba", "pandas", "scipy", "matplotlib", "typer", "cupy", "pynvml")
+PACKAGES = ("numpy", "numba", "pandas", "scipy", "matplotlib", "typer", "cupy", "pynvml", "torch", "tomotopy")
 
 # cudaDeviceAttr values; CUDA 13 dropped the clock fields from cudaDeviceProp.
 _ATTR_SM_CLOCK_KHZ = 13

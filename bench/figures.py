@@ -192,6 +192,14 @@ def caption(meta: dict, df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def save_text(outdir: Path, name: str, text: str) -> Path:
+    """A table beside the figures (markdown), written as outdir/name."""
+    path = Path(outdir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    return path
+
+
 def save(fig: Figure, outdir: Path, stem: str, caption_text: str | None = None) -> list[Path]:
     """Write stem.png (150 dpi) and stem.pdf, with the caption as small text under the axes."""
     outdir = Path(outdir)

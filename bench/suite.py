@@ -22,7 +22,8 @@ from bench.errors import BenchError
 # name -> module holding a SUITE object. BENCH_SUITES="name=module,..." adds more
 # (plugins, and the tests' fake suite).
 REGISTRY = {"lda": "impls.lda.suite", "lda-kernels": "impls.lda.kernel_suite", "sumrv": "impls.sumrv.suite",
-            "admodel": "impls.admodel.suite", "admodel-fit": "impls.admodel.fit_suite", "saber": "impls.saber.suite"}
+            "admodel": "impls.admodel.suite", "admodel-fit": "impls.admodel.fit_suite", "saber": "impls.saber.suite",
+            "saber-fit": "impls.saber.fit_suite"}
 DEFAULT_SUITE = "lda"  # the paper user's `bench sweep --k 4..1024`
 
 

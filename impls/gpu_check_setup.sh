@@ -4,7 +4,7 @@
 # results/<gpu>/ RESULT_FILEs, so a stage resumes what earlier calls measured), LOG,
 # status (0; 1 once a step fails) and step (runs a command, logged with a header).
 set -uo pipefail
-export PYTHONPATH=. PYTHONUNBUFFERED=1
+export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1  # and what the caller adds (carried wheels)
 OUT=${OUT:?set OUT to the output folder}
 GPU=$(python3 -c "from bench import envinfo; print(envinfo.machine_slug(envinfo.collect_env([]), 'gpu'))")
 DIR=$OUT/$GPU

@@ -161,7 +161,7 @@ def test_fake_suite_sweep_resume_check_and_figures(tmp_path):
 
 def test_bad_results_files_are_one_line_errors(tmp_path):
     out = tmp_path / "results" / "good"
-    assert bench("sweep", "fake", "-a", "n=64", "-a", "method=vector", "--out", out).returncode == 0
+    assert bench("sweep", "fake", "-a", "n=64,128", "-a", "method=vector", "--out", out).returncode == 0
     header = (out / "fake.csv").read_text().splitlines()[0].split(",")
     bad = tmp_path / "bad"
     bad.mkdir()

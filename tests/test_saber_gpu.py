@@ -166,3 +166,21 @@ def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory):
                 {"preprocess", "sample", "rebuild"} | ({"transfer"} if device == "gpu" else set())
             assert set(ctx.phases) == phases, stage
         np.testing.assert_array_equal(topics["gpu"], topics["cpu"], err_msg=stage)
+
+
+def test_saber_fit_g4_on_the_gpu_scores_what_esca_on_the_cpu_scores():
+    """G4 draws the topics of G3's twin (ESCA on the CPU), so the counts handed to the
+    evaluator, and the held-out log-likelihoods, are the same at every evaluation."""
+    from bench.timing import RunContext
+    from impls.saber.fit_suite import SUITE
+
+    work = SUITE.prepare({"suite": "saber-fit", "backend": "gpu", "dataset": "kos", "scale": 1.0, "K": 33,
+                          "iterations": 4, "eval_every": 2, "chunks": 3, "workers": 2})
+    curves = {}
+    for variant in ("G4", "esca-cpu"):
+        ctx = RunContext("cpu" if variant == "esca-cpu" else "gpu")
+        with ctx.timed():
+            SUITE.run(work, variant, ctx)
+        curves[variant] = [(row["iteration"], row["loglik"]) for row in ctx.series if "loglik" in row]
+    assert [iteration for iteration, _ in curves["G4"]] == [0, 2, 4]
+    assert curves["G4"] == curves["esca-cpu"]

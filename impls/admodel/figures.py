@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, per_setting, save, setting_stem
+from bench.figures import caption, per_setting, save, save_text, setting_stem
 
 CPU = ("cpu-serial", "cpu-parallel")
 CONFIG = ["layout", "precision", "l1", "block"]
@@ -29,13 +29,6 @@ def medians(df: pd.DataFrame) -> pd.DataFrame:
         cpu = table[table["variant"] == name][[*same, "seconds"]].rename(columns={"seconds": name})
         table = table.merge(cpu, on=same, how="left")
     return table
-
-
-def _write(outdir: Path, name: str, text: str) -> Path:
-    path = Path(outdir) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
-    return path
 
 
 def render_evaluations(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
@@ -65,7 +58,7 @@ def render_evaluations(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]
         written += save(fig, outdir, setting_stem(FIGURE[op], {"dataset": dataset}),
                         caption(meta, subset) + "\nBars: median time of cpu-serial (float64, measured in the same run "
                         "on the same data and layout) over the variant's median time; the thesis's Figures 2-4.")
-    return [*written, _write(outdir, "admodel-tables.md", markdown_tables(df))]
+    return [*written, save_text(outdir, "admodel-tables.md", markdown_tables(df))]
 
 
 def _cell(row) -> str:
@@ -143,4 +136,4 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
         written += save(fig, outdir, setting_stem("admodel-fit-convergence", setting),
                         caption(meta, rows) + "\nOne line per repeat; best f: the lowest objective of any variant "
                         "in the figure (clipped at 1e-16).")
-    return [*written, _write(outdir, "admodel-fit-table.md", fit_markdown(df))]
+    return [*written, save_text(outdir, "admodel-fit-table.md", fit_markdown(df))]

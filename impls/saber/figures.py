@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, per_setting, save, setting_stem
+from bench.figures import caption, per_setting, save, save_text, setting_stem
 from bench.results import key_columns
 
 PHASES = ("sample", "rebuild", "preprocess", "transfer", "overlapped")  # G4 overlaps its chunks' phases
@@ -140,3 +140,86 @@ def _memory_figure(rows: pd.DataFrame, setting: dict, meta: dict, outdir: Path) 
     return save(fig, outdir, setting_stem("table2-memory-by-k", setting),
                 caption(meta, rows) + "\nbytes of the arrays the run allocated (median over repeats); A dense is "
                 "D x K x 4 bytes, computed: no stage allocates it")
+
+
+# Figure 11: the time for each system to reach a target held-out log-likelihood. On a
+# synthetic corpus the target lies TARGET_FRACTION of the way from the systems' median
+# initial value (iteration 0, each from its own random start) to what the evaluator gives
+# the generating phi (the ceiling under the generating theta is out of any system's reach:
+# theta is folded in from half a document); on a real corpus it is the best value any
+# system reaches, less TARGET_MARGIN nats per token.
+TARGET_FRACTION = 0.9
+TARGET_MARGIN = 0.01
+# The paper's Figure 11 (NYTimes, K = 1000): SaberLDA's time to quality over each peer's.
+PAPER_SPEEDUPS = {"BIDMach (GPU)": 5.6, "ESCA (CPU)": 4.0, "DMLC (CPU)": 5.4}
+FIT_KEYS = ("dataset", "scale", "K", "iterations", "eval_every", "chunks", "workers")
+
+
+def target_of(series: pd.DataFrame, best: float) -> float:
+    """The target from the curves and the best a phi can score (nan: not known)."""
+    values = series.dropna(subset=["loglik"])
+    if np.isfinite(best):
+        initial = values.loc[values["iteration"] == 0, "loglik"].median()
+        return float(initial + TARGET_FRACTION * (best - initial))
+    return float(values["loglik"].max() - TARGET_MARGIN)
+
+
+def time_to_target(series: pd.DataFrame, target: float) -> pd.Series:
+    """Per variant, the training seconds at the first evaluation after training began
+    (iteration 0, the random start, does not count) at or above the target (nan: never)."""
+    reached = series[(series["loglik"] >= target) & (series["iteration"] > 0)]
+    return reached.groupby("variant")["wall_s"].min().reindex(series["variant"].unique())
+
+
+def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
+    written, tables = [], []
+    series = series.dropna(subset=["loglik"])
+    for setting, curves in per_setting(series, [k for k in FIT_KEYS if k in series], always=("dataset", "K")):
+        rows = df.merge(pd.DataFrame([setting]), on=list(setting))
+        ceiling, true_phi = float(rows["ceiling"].median()), float(rows["true_phi_loglik"].median())
+        target = target_of(curves, true_phi)
+        fig = Figure(figsize=(7, 4.5))
+        ax = fig.add_subplot()
+        for i, (variant, lines) in enumerate(curves.groupby("variant")):
+            for j, (_, curve) in enumerate(lines.groupby(["run_id", "group", "repeat"])):
+                curve = curve[curve["iteration"] > 0].sort_values("wall_s")  # iteration 0 has no time to draw
+                ax.plot(curve["wall_s"], curve["loglik"], marker="o", markersize=2, color=f"C{i}",
+                        label=variant if j == 0 else None)
+        if np.isfinite(ceiling):
+            ax.axhline(ceiling, color="black", linestyle="--", linewidth=1, label="ceiling (generating theta, phi)")
+            ax.axhline(true_phi, color="black", linestyle="-.", linewidth=1, label="generating phi, theta folded in")
+        ax.axhline(target, color="0.5", linestyle=":", linewidth=1, label="target")
+        ax.set(xscale="log", xlabel="training seconds (evaluation excluded)",
+               ylabel="held-out log-likelihood per token")
+        ax.set_title("Figure 11: held-out log-likelihood against time (" +
+                     ", ".join(f"{k}={v}" for k, v in setting.items()) + ")", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+        rule = (f"{TARGET_FRACTION:.0%} of the way from the median initial value to the generating phi's" if
+                np.isfinite(true_phi) else f"the best value reached less {TARGET_MARGIN} nats per token")
+        written += save(fig, outdir, setting_stem("fig11-loglik-vs-time", setting),
+                        caption(meta, rows) + f"\nOne evaluator for every system (impls/saber/heldout.py); target: "
+                        f"{rule}.")
+        tables.append(_fit_table(setting, curves, rows, target))
+    if not tables:
+        return written
+    paper = ", ".join(f"{name} {speedup}x" for name, speedup in PAPER_SPEEDUPS.items())
+    return [*written, save_text(outdir, "saber-fit-table.md", "\n\n".join(tables) +
+                                f"\n\nThe paper's SaberLDA over its peers in time to quality: {paper}.")]
+
+
+def _fit_table(setting: dict, curves: pd.DataFrame, rows: pd.DataFrame, target: float) -> str:
+    """Per system: its final value, its time to the target and to the worst final value of
+    any system (a quality every system reaches), and G4's speed-up on each."""
+    final = rows.groupby("variant")["final_loglik"].median()
+    worst = float(final.min())
+    table = pd.DataFrame({"system": final.index, "final log-likelihood": final.map("{:.4f}".format).values})
+    for label, level in (("target", target), ("worst final", worst)):
+        seconds = time_to_target(curves, level).reindex(final.index)
+        table[f"seconds to {label}"] = seconds.map(lambda s: "not reached" if np.isnan(s) else f"{s:.3g}").values
+        if "G4" in seconds and np.isfinite(seconds["G4"]):
+            table[f"G4's speed-up to {label}"] = (seconds / seconds["G4"]).map(
+                lambda r: "" if np.isnan(r) else f"{r:.3g}x").values
+    title = ", ".join(f"{k}={v}" for k, v in setting.items())
+    return (f"**{title}**: target {target:.4f}, worst final {worst:.4f} nats/token\n\n" +
+            table.to_markdown(index=False, disable_numparse=True))

@@ -8,8 +8,11 @@
 #   bash impls/saber/gpu_check.sh pubmed   # pubmed-synth (738M tokens) streamed: Table 2, and the
 #                                          # streamed topics against the resident ones
 #   bash impls/saber/gpu_check.sh tuning   # Figure 10: chunks, workers and threads per block, streamed
+#   bash impls/saber/gpu_check.sh fit      # Figure 11 (suite saber-fit): the GPU tests, then held-out
+#                                          # log-likelihood against time, every system ($FIT_SWEEPS)
 # With no mode: check, sweep and profile.
-source impls/gpu_check_setup.sh saber-gpu-check.log saber.csv saber.json saber-series.csv
+source impls/gpu_check_setup.sh saber-gpu-check.log saber.csv saber.json saber-series.csv saber-fit.csv saber-fit.json \
+  saber-fit-series.csv
 VERIFY="python3 -m bench verify saber --backend gpu"
 # 100,000 tokens, their model and 60% of their chunks' bytes: 7 chunks through 3 slots (a tighter
 # budget can run out under compute-sanitizer: the pool caches freed blocks per stream)
@@ -62,6 +65,15 @@ if [ "$MODE" = tuning ]; then
     step python3 -m bench sweep saber --backend gpu --out $DIR $COMMON --chunks 10 --workers 2,3,4
     step python3 -m bench sweep saber --backend gpu --out $DIR $COMMON --chunks 10 --workers 4 --threads 64,128,256,512,1024
   done
+fi
+if [ "$MODE" = fit ]; then
+  # tomotopy, a peer, is not on the device machine: carry its wheel in .whl (README, saber-fit).
+  python3 -c "import tomotopy" 2>/dev/null || echo "tomotopy missing: its variant is skipped" | tee -a "$LOG"
+  step python3 -m pytest -q -ra tests/test_saber_gpu.py
+  step $VERIFY --K 33,1000 --iterations 1
+  while read -r options; do
+    [ -n "$options" ] && step python3 -m bench sweep saber-fit --backend gpu --out $DIR $options < /dev/null
+  done <<< "${FIT_SWEEPS:-}"
 fi
 if [ "$MODE" = pubmed ]; then
   # Generated on this machine's CPU (minutes; cached in datasets/cache while it stays warm).

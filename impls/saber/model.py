@@ -166,16 +166,23 @@ def alias_draw(v, u2, total_v, probability, alias, unused) -> int:
     return alias_sample(probability[v], alias[v], u2)
 
 
-@numba.njit
+E_STEP_BLOCK = 4096  # tokens a thread draws with one pair of scratch buffers
+
+
+@numba.njit(parallel=True)
 def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, dense_draw, s4, s3, s2, seed, iteration,
             z):
-    products = np.empty(bhat.shape[1], np.float32)
-    prefix = np.empty(padded(bhat.shape[1]), np.float32)
-    for t in order:
-        d, v = doc_of[t], words[t]
-        u1, u2 = philox.token_uniforms(seed, iteration, t)
-        k = sparse_draw(a_idx, a_val, a_ptr[d], a_ptr[d + 1], bhat[v], alpha, totals[v], u1, u2, products, prefix)
-        z[t] = k if k >= 0 else dense_draw(v, u2, totals[v], s4, s3, s2)
+    # Every core takes blocks of tokens: A and B^ are read-only in the E-step and each
+    # token's uniforms are its own, so the topics do not depend on who draws them.
+    for block in numba.prange(-(-order.size // E_STEP_BLOCK)):
+        products = np.empty(bhat.shape[1], np.float32)
+        prefix = np.empty(padded(bhat.shape[1]), np.float32)
+        for i in range(block * E_STEP_BLOCK, min(order.size, (block + 1) * E_STEP_BLOCK)):
+            t = order[i]
+            d, v = doc_of[t], words[t]
+            u1, u2 = philox.token_uniforms(seed, iteration, t)
+            k = sparse_draw(a_idx, a_val, a_ptr[d], a_ptr[d + 1], bhat[v], alpha, totals[v], u1, u2, products, prefix)
+            z[t] = k if k >= 0 else dense_draw(v, u2, totals[v], s4, s3, s2)
 
 
 def e_step(order: np.ndarray, doc_of: np.ndarray, words: np.ndarray, counts: Counts, bhat: np.ndarray,

@@ -145,11 +145,12 @@ class _Slot:
 
 
 def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool,
-            workers: int, seed: int, ctx, threads: int = 0) -> tuple[np.ndarray, dict]:
+            workers: int, seed: int, ctx, threads: int = 0, observe=None) -> tuple[np.ndarray, dict]:
     """The iterations of a stage from the seeded initial topics (the twin's): z on the host,
     and the final kd_mean and the bytes of B + B^, of the structures and of the device
     memory the run held (CuPy's pool: the resident chunks and the run's peak).
-    workers > 1: G4's asynchronous workers; threads: the sampling kernels' blocks (gpu.e_step)."""
+    workers > 1: G4's asynchronous workers; threads: the sampling kernels' blocks (gpu.e_step);
+    observe(iteration, b): values to record beside kd_mean, untimed (iteration 0: the initial counts)."""
     import cupy
 
     pool = cupy.get_default_memory_pool()
@@ -157,14 +158,15 @@ def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wor
     if corpus.budget:  # the run's arrays and the resident chunks within it, besides what others hold
         pool.set_limit(size=pool.used_bytes() - corpus.device_bytes + corpus.budget)
     try:
-        z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx, threads)
+        z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx, threads,
+                              observe or (lambda iteration, b: {}))
         return z, {**metrics, "bytes_device": pool.total_bytes()}
     finally:
         pool.set_limit(size=0)
 
 
 def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool, workers: int,
-             seed: int, ctx, threads: int) -> tuple[np.ndarray, dict]:
+             seed: int, ctx, threads: int, observe) -> tuple[np.ndarray, dict]:
     import cupy
 
     host = corpus.host
@@ -190,6 +192,9 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
             if slot:
                 slot.copy_out(placed, chunk)
         cupy.cuda.Device().synchronize()
+        initial = observe(0, b)
+    if initial:
+        ctx.record(0, **initial)
 
     def step(index: int, chunk: gpu.ChunkArrays, bhat, structures, iteration: int, phase):
         """One chunk's iteration: copied in (streaming), sampled, A and B rebuilt, copied out;
@@ -223,7 +228,9 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
         sizes = {"bytes_b": b.nbytes + bhat.nbytes, "bytes_structures": structures.nbytes}
         del bhat, structures
         kd_mean = float(sum(int(n) for n in non_zeros)) / documents
-        ctx.record(iteration + 1, kd_mean=kd_mean)
+        with ctx.untimed():
+            observed = observe(iteration + 1, b)
+        ctx.record(iteration + 1, kd_mean=kd_mean, **observed)
 
     cupy.cuda.Device().synchronize()
     with ctx.untimed():  # every token counted once in the last B: no chunk was lost on the way

@@ -201,22 +201,27 @@ def _layout(dataset: str, scale: float, chunks: int) -> list:
     return model.chunk_layout(corpus.doc_ptr, corpus.words, chunks)
 
 
-def iterate(work: Workload, variant: str, ctx, device: str = "cpu") -> tuple[np.ndarray, dict]:
+def iterate(work: Workload, variant: str, ctx, device: str = "cpu", observe=None) -> tuple[np.ndarray, dict]:
     """All the iterations of a stage from the seeded initial topics, on `device` (the GPU
     draws the twin's topics): z on the host, and the final kd_mean and the bytes of the
-    arrays (metrics final_kd_mean and bytes_*)."""
+    arrays (metrics final_kd_mean and bytes_*). observe(iteration, b): values recorded
+    beside kd_mean, untimed, from the counts B (iteration 0: the initial counts)."""
     pdow, structure, ssc, asynchronous = STAGES[variant]
     if device == "gpu":
         z, metrics = stream.iterate(work.corpus, work.topics, work.iterations, structure, pdow, ssc,
-                                    work.workers if asynchronous else 1, work.seed, ctx, work.threads)
+                                    work.workers if asynchronous else 1, work.seed, ctx, work.threads, observe)
         return z, {**metrics, "bytes_l": work.corpus.bytes_of(gpu.ChunkArrays.LAYOUT + ("z",)),
                    "bytes_a": work.corpus.bytes_of(gpu.ChunkArrays.STATE[:3])}
     order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)
     rebuild = model.count if ssc else model.count_by_sorting
     documents = work.doc_ptr.size - 1
+    observe = observe or (lambda iteration, b: {})
     with ctx.untimed():
         counts = rebuild(work.doc_ptr, work.words, model.initial_topics(work.tokens, work.topics, work.seed),
                          work.vocabulary, work.topics)
+        initial = observe(0, counts.b)
+    if initial:
+        ctx.record(0, **initial)
     for iteration in range(work.iterations):
         with ctx.phase("preprocess"):
             bhat = model.b_hat(counts)
@@ -225,7 +230,9 @@ def iterate(work: Workload, variant: str, ctx, device: str = "cpu") -> tuple[np.
             z = model.e_step(order, work.doc_of, work.words, counts, bhat, structures, work.seed, iteration)
         with ctx.phase("rebuild"):
             counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
-        ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents)
+        with ctx.untimed():
+            observed = observe(iteration + 1, counts.b)
+        ctx.record(iteration + 1, kd_mean=counts.a_idx.size / documents, **observed)
     return z, {"final_kd_mean": counts.a_idx.size / documents, "bytes_b": counts.b.nbytes + bhat.nbytes,
                "bytes_structures": structures.nbytes,
                "bytes_l": sum(a.nbytes for a in (work.doc_ptr, work.doc_of, work.words, z, order)),

@@ -1,0 +1,182 @@
+"""The `saber-fit` suite: LDA trained to a held-out quality, every system against one
+evaluator (impls/saber/heldout.py), its curve of held-out log-likelihood per token against
+training time (the paper's Figure 11).
+
+Every system trains on the same documents (the corpus less the held-out ones) with
+alpha = 50/K and beta = 0.01, from its own random start, for `iterations` sweeps; every
+`eval_every` sweeps (and at 0 and the last) its counts B are handed to the evaluator,
+untimed. Systems: SaberLDA's G4 and G0 on the GPU (the suite `saber`'s code), ESCA on the
+CPU (the twin of G3, its E-step on every core), and tomotopy (collapsed Gibbs, every core)
+as a peer. On a synthetic corpus every row also carries the ceiling (the evaluated tokens'
+mean log-likelihood under the generating theta and phi) and what the evaluator gives the
+generating phi (theta folded in from the observed half, as for every system): the best a
+trained phi can score, since half a document says less about its theta than the truth.
+"""
+
+import os
+import warnings
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from bench.corpus import cached_corpus
+from bench.suite import Axis, Defaults, Metric, Suite, Variant
+from bench.specs import parse_ints
+from bench.timing import RunContext
+from impls.saber import figures, heldout, model, stream
+from impls.saber.suite import SEED, SaberSuite, Workload, iterate
+
+SABER_AXES = {axis.name: axis for axis in SaberSuite.axes}
+
+
+@dataclass
+class FitWorkload:
+    train: Workload  # the saber suite's workload of the training documents
+    split: heldout.Split
+    ceiling: float  # under the generating theta and phi; nan where the corpus has no generating model
+    true_phi_loglik: float  # the evaluator on the generating phi: what recovering phi exactly scores
+    eval_every: int
+    alpha: float
+
+
+def _evaluation(work: FitWorkload, to_host=np.asarray):
+    """observe(iteration, b) for the saber runs: the held-out log-likelihood every
+    eval_every iterations, at 0 and at the last."""
+
+    def observe(iteration: int, b) -> dict:
+        if iteration % work.eval_every and iteration != work.train.iterations:
+            return {}
+        phi = heldout.phi_of(to_host(b), float(model.BETA))
+        return {"loglik": heldout.log_likelihood(work.split, phi, work.alpha)}
+
+    return observe
+
+
+class SaberFitSuite(Suite):
+    name = "saber-fit"
+    description = "LDA to a held-out quality: SaberLDA (G4, G0) on the GPU, ESCA on the CPU, tomotopy, one evaluator"
+    axes = (
+        replace(SABER_AXES["dataset"], default=lambda backend, given: "kos" if backend == "cpu" else "nytimes-synth"),
+        SABER_AXES["scale"],
+        replace(SABER_AXES["K"], default=lambda backend, given: "100" if backend == "cpu" else "1000"),
+        replace(SABER_AXES["iterations"], default=lambda backend, given: "20" if backend == "cpu" else "100"),
+        Axis("eval_every", "5", lambda s: parse_ints(s, "eval_every"), "iterations between held-out evaluations"),
+        SABER_AXES["chunks"],
+        SABER_AXES["workers"],
+    )
+    variants = (
+        Variant("G4", "SaberLDA G4 (the saber suite's), resident", devices=("gpu",)),
+        Variant("G0", "SaberLDA G0 (the saber suite's): what the stages buy in time to quality", devices=("gpu",)),
+        Variant("esca-cpu", "ESCA on the CPU: the twin of G3, its E-step on every core, its rebuild on one",
+                devices=("cpu",)),
+        Variant("tomotopy", "tomotopy's LDAModel, collapsed Gibbs on every core, alpha fixed", devices=("cpu",),
+                peer=True, needs=("tomotopy",)),
+    )
+    reference = "esca-cpu"
+    metrics = (
+        Metric("final_loglik", "nats/token", better="higher", help="held-out log-likelihood per token at the end"),
+        Metric("ceiling", "nats/token", help="the same under the generating theta and phi (synthetic corpora)"),
+        Metric("true_phi_loglik", "nats/token", help="the evaluator on the generating phi, theta folded in as for "
+               "every system: what recovering phi exactly scores (synthetic corpora)"),
+        Metric("tokens_per_s", "tokens/s", better="higher", help="training tokens x iterations / seconds"),
+        Metric("heldout_documents", "", help="documents held out of training"),
+        Metric("evaluated_tokens", "", help="tokens of the held-out documents' evaluated halves"),
+        Metric("loglik", "nats/token", per="iteration", help="held-out log-likelihood per token after the iteration"),
+        Metric("kd_mean", "", per="iteration", help="saber: mean non-zeros per row of A after the iteration"),
+    )
+    sources = ("impls/saber",)
+
+    def defaults(self, backend: str) -> Defaults:
+        return Defaults(repeats=1, warmup=0, note="one training run per system: a convergence curve, not a timing "
+                        "to repeat" + ("; CPU default: kos, K = 100, 20 iterations" if backend == "cpu" else ""))
+
+    def check(self, points: list[dict]) -> None:
+        SaberSuite.check(self, points)
+
+    def prepare(self, point: dict) -> FitWorkload:
+        corpus = cached_corpus(point["dataset"], point["scale"])
+        split = heldout.split(corpus.doc_ptr, corpus.words)
+        train = Workload(split.train_doc_ptr, split.train_words, corpus.vocab_size, point["K"], point["iterations"],
+                         model.chunk_layout(split.train_doc_ptr, split.train_words, point["chunks"]), point["workers"])
+        if point["backend"] == "gpu":
+            train.corpus = stream.load(train.layout, train.vocabulary, True, 0.0)
+        _warm_up(train, point["backend"])
+        has_model = corpus.true_theta is not None and corpus.true_phi is not None
+        alpha = float(model.alpha_of(point["K"]))
+        ceiling, true_phi = float("nan"), float("nan")
+        if has_model:
+            ceiling = heldout.ceiling(split, corpus.true_theta, corpus.true_phi)
+            true_phi = heldout.log_likelihood(split, corpus.true_phi, float(model.alpha_of(corpus.true_phi.shape[1])))
+        return FitWorkload(train, split, ceiling, true_phi, point["eval_every"], alpha)
+
+    def run(self, work: FitWorkload, variant: str, ctx) -> dict:
+        if variant == "tomotopy":
+            _tomotopy(work, ctx)
+        elif variant == "esca-cpu":
+            iterate(work.train, "G3", ctx, "cpu", _evaluation(work))
+        else:
+            iterate(work.train, variant, ctx, "gpu", _evaluation(work, _cupy_asnumpy))
+        return {"final_loglik": ctx.series[-1]["loglik"], "ceiling": work.ceiling, "true_phi_loglik": work.true_phi_loglik,
+                "heldout_documents": int(work.split.heldout.size), "evaluated_tokens": work.split.evaluated_tokens}
+
+    def derived(self, work: FitWorkload, row: dict) -> dict:
+        return {"tokens_per_s": work.train.tokens * work.train.iterations / row["seconds"]}
+
+    def render_figures(self, df, series, meta: dict, outdir) -> list:
+        return figures.render_fit(df, series, meta, outdir)
+
+
+def _warm_up(train: Workload, backend: str) -> None:
+    """One iteration of each of our systems on its device, so that numba's and CuPy's
+    compilations are not timed."""
+    for stage, device in (("G3", "cpu"), ("G4", "gpu"), ("G0", "gpu")):
+        if device == "cpu" or backend == "gpu":
+            ctx = RunContext(device)
+            with ctx.timed():
+                iterate(replace(train, iterations=1), stage, ctx, device)
+
+
+def _cupy_asnumpy(array):
+    import cupy
+
+    return cupy.asnumpy(array)
+
+
+def _tomotopy(work: FitWorkload, ctx) -> None:
+    """tomotopy's LDAModel on the training documents (word ids as strings), alpha and beta
+    fixed; its counts B rebuilt from its unnormalised topic-word weights (n_kv + eta)."""
+    train = work.train
+    with ctx.untimed():
+        import tomotopy
+
+        lda = tomotopy.LDAModel(k=train.topics, alpha=work.alpha, eta=float(model.BETA), seed=SEED)
+        lda.optim_interval = 0  # alpha stays 50/K, as every system's
+        names = np.array([str(v) for v in range(train.vocabulary)], dtype=object)
+        for d in range(train.doc_ptr.size - 1):
+            lda.add_doc(names[train.words[train.doc_ptr[d]:train.doc_ptr[d + 1]]].tolist())
+        with warnings.catch_warnings():  # "may differ even with fixed seed if workers != 1": so it may
+            warnings.simplefilter("ignore")
+            lda.train(0, workers=os.cpu_count())  # its initial topics, as the others' are untimed
+
+    def counts():
+        ids = np.array([int(word) for word in lda.used_vocabs])
+        b = np.zeros((train.vocabulary, train.topics), np.int64)
+        for k in range(train.topics):
+            b[ids, k] = np.rint(lda.get_topic_word_dist(k, normalize=False) - lda.eta).astype(np.int64)
+        return b
+
+    observe = _evaluation(work)
+    with ctx.untimed():
+        loglik = observe(0, counts())["loglik"]
+    ctx.record(0, loglik=loglik)
+    for start in range(0, train.iterations, work.eval_every):
+        sweeps = min(work.eval_every, train.iterations - start)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lda.train(sweeps, workers=os.cpu_count())
+        with ctx.untimed():
+            loglik = observe(start + sweeps, counts())["loglik"]
+        ctx.record(start + sweeps, loglik=loglik)
+
+
+SUITE = SaberFitSuite()

@@ -1,0 +1,99 @@
+"""The held-out evaluator and the `saber-fit` suite on the CPU (tomotopy where installed)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.corpus import cached_corpus
+from impls.saber import heldout
+
+
+@pytest.fixture(scope="module")
+def nytimes():
+    corpus = cached_corpus("nytimes-synth", 0.01)
+    return corpus, heldout.split(corpus.doc_ptr, corpus.words)
+
+
+def test_split_holds_out_every_tenth_document_at_most_and_halves_its_tokens(nytimes):
+    corpus, s = nytimes
+    documents = corpus.doc_ptr.size - 1
+    assert s.heldout.size == min(heldout.HELDOUT_DOCUMENTS, documents // 10)
+    assert s.train_doc_ptr.size - 1 == documents - s.heldout.size
+    assert s.train_words.size + s.observed_words.size + s.evaluated_tokens == corpus.words.size
+    lengths = np.diff(corpus.doc_ptr)[s.heldout]
+    assert np.array_equal(np.diff(s.observed_ptr) + np.diff(s.evaluated_ptr), lengths)
+    assert 0.45 < s.observed_words.size / lengths.sum() < 0.55
+    again = heldout.split(corpus.doc_ptr, corpus.words)
+    assert np.array_equal(again.observed_words, s.observed_words)  # seeded
+
+
+def _reference_log_likelihood(s: heldout.Split, phi: np.ndarray, alpha: float, iterations: int) -> float:
+    """The evaluator written out in numpy, a document at a time."""
+    total = 0.0
+    for h in range(s.heldout.size):
+        observed = phi[s.observed_words[s.observed_ptr[h]:s.observed_ptr[h + 1]]]
+        theta = np.full(phi.shape[1], 1.0 / phi.shape[1])
+        for _ in range(iterations):
+            weights = observed * theta
+            expected = alpha + (weights / weights.sum(axis=1, keepdims=True)).sum(axis=0)
+            theta = expected / expected.sum()
+        total += np.log(phi[s.evaluated_words[s.evaluated_ptr[h]:s.evaluated_ptr[h + 1]]] @ theta).sum()
+    return total / s.evaluated_tokens
+
+
+def test_the_evaluator_is_its_numpy_reference():
+    corpus = cached_corpus("tiny", 1.0)
+    s = heldout.split(corpus.doc_ptr, corpus.words)
+    b = np.random.default_rng(3).integers(0, 20, size=(corpus.vocab_size, 7))
+    phi = heldout.phi_of(b, 0.01)
+    assert np.allclose(phi.sum(axis=0), 1.0)
+    assert heldout.log_likelihood(s, phi, 0.3, 20) == pytest.approx(_reference_log_likelihood(s, phi, 0.3, 20),
+                                                                    rel=1e-12)
+
+
+def test_the_generating_phi_comes_within_one_percent_of_the_ceiling_and_above_the_unigram(nytimes):
+    """The ceiling (generating theta and phi) bounds what the evaluator can give: the
+    generating phi, with theta folded in from half of each document, comes within 1%;
+    the word frequencies alone (what a random start gives) score below it."""
+    corpus, s = nytimes
+    ceiling = heldout.ceiling(s, corpus.true_theta, corpus.true_phi)
+    true_phi = heldout.log_likelihood(s, corpus.true_phi, 50 / corpus.true_phi.shape[1])
+    unigram = np.bincount(s.train_words, minlength=corpus.vocab_size)[:, None]
+    frequencies = heldout.log_likelihood(s, heldout.phi_of(unigram, 0.01), 0.5)
+    assert ceiling > true_phi > frequencies
+    assert true_phi == pytest.approx(ceiling, rel=0.01)
+
+
+def test_target_and_time_to_target():
+    from impls.saber.figures import target_of, time_to_target
+
+    series = pd.DataFrame({"variant": ["a", "a", "a", "b", "b", "b"], "iteration": [0, 5, 10, 0, 5, 10],
+                           "wall_s": [0.0, 1.0, 2.0, 0.0, 4.0, 8.0], "loglik": [-10, -8, -6, -10, -9.5, -9.2]})
+    assert target_of(series, -5.0) == pytest.approx(-10 + 0.9 * 5)  # 90% of the way to the best a phi scores
+    assert target_of(series, float("nan")) == pytest.approx(-6.01)  # the best reached less 0.01
+    seconds = time_to_target(series, -8.5)
+    assert seconds["a"] == 1.0 and np.isnan(seconds["b"])
+
+
+def test_a_cpu_convergence_sweep_improves_and_draws_figure_11(tmp_path):
+    from bench import harness
+    from bench.figures import render_all
+    from bench.results import read_csv
+    from impls.saber.fit_suite import SUITE
+
+    settings = harness.Settings(repeats=1, warmup=0, out_dir=tmp_path / "results" / "cpu-test")
+    plan = harness.plan(SUITE, {"dataset": "kos", "K": "20", "iterations": "10", "eval_every": "5"}, "cpu")
+    assert harness.sweep(plan, settings) == 0
+    rows = read_csv(settings.out_dir / "saber-fit.csv")
+    series = read_csv(settings.out_dir / "saber-fit-series.csv").dropna(subset=["loglik"])
+    measured = set(rows["variant"])
+    assert measured == {"esca-cpu", "tomotopy"} or measured == {"esca-cpu"}
+    for variant, curve in series.groupby("variant"):
+        assert list(curve["iteration"]) == [0, 5, 10], variant
+        assert curve["loglik"].iloc[-1] > curve["loglik"].iloc[0] + 0.05, variant  # kos has topics to learn
+        assert curve["wall_s"].is_monotonic_increasing
+    assert rows["ceiling"].isna().all()  # a real corpus: no generating model
+    names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures", [SUITE])}
+    assert {"fig11-loglik-vs-time-dataset-kos-K-20.png", "saber-fit-table.md"} <= names
+    table = (tmp_path / "figures" / "cpu-test" / "saber-fit-table.md").read_text()
+    assert "esca-cpu" in table and "seconds to target" in table
