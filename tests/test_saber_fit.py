@@ -11,55 +11,51 @@ from impls.saber import heldout
 @pytest.fixture(scope="module")
 def nytimes():
     corpus = cached_corpus("nytimes-synth", 0.01)
-    return corpus, heldout.split(corpus.doc_ptr, corpus.words)
+    return corpus, heldout.split(corpus)
 
 
-def test_split_holds_out_every_tenth_document_at_most_and_halves_its_tokens(nytimes):
-    corpus, s = nytimes
-    documents = corpus.doc_ptr.size - 1
-    assert s.heldout.size == min(heldout.HELDOUT_DOCUMENTS, documents // 10)
-    assert s.train_doc_ptr.size - 1 == documents - s.heldout.size
-    assert s.train_words.size + s.observed_words.size + s.evaluated_tokens == corpus.words.size
-    lengths = np.diff(corpus.doc_ptr)[s.heldout]
-    assert np.array_equal(np.diff(s.observed_ptr) + np.diff(s.evaluated_ptr), lengths)
-    assert 0.45 < s.observed_words.size / lengths.sum() < 0.55
-    again = heldout.split(corpus.doc_ptr, corpus.words)
-    assert np.array_equal(again.observed_words, s.observed_words)  # seeded
+def test_at_most_a_thousand_documents_and_a_tenth_of_the_corpus_are_held_out(nytimes):
+    corpus, held = nytimes
+    assert held.observed.num_docs == min(heldout.HELDOUT_DOCUMENTS, round(corpus.num_docs / 10))
+    assert held.train.num_docs + held.observed.num_docs == corpus.num_docs
+    big = cached_corpus("nytimes-synth", 0.1)
+    assert heldout.split(big).observed.num_docs == heldout.HELDOUT_DOCUMENTS
 
 
-def _reference_log_likelihood(s: heldout.Split, phi: np.ndarray, alpha: float, iterations: int) -> float:
+def _reference_log_likelihood(held, phi: np.ndarray, alpha: float, iterations: int) -> float:
     """The evaluator written out in numpy, a document at a time."""
     total = 0.0
-    for h in range(s.heldout.size):
-        observed = phi[s.observed_words[s.observed_ptr[h]:s.observed_ptr[h + 1]]]
+    observed, evaluated = held.observed, held.evaluated
+    for h in range(observed.num_docs):
+        rows = phi[observed.words[observed.doc_ptr[h]:observed.doc_ptr[h + 1]]]
         theta = np.full(phi.shape[1], 1.0 / phi.shape[1])
         for _ in range(iterations):
-            weights = observed * theta
+            weights = rows * theta
             expected = alpha + (weights / weights.sum(axis=1, keepdims=True)).sum(axis=0)
             theta = expected / expected.sum()
-        total += np.log(phi[s.evaluated_words[s.evaluated_ptr[h]:s.evaluated_ptr[h + 1]]] @ theta).sum()
-    return total / s.evaluated_tokens
+        total += np.log(phi[evaluated.words[evaluated.doc_ptr[h]:evaluated.doc_ptr[h + 1]]] @ theta).sum()
+    return total / evaluated.num_tokens
 
 
 def test_the_evaluator_is_its_numpy_reference():
     corpus = cached_corpus("tiny", 1.0)
-    s = heldout.split(corpus.doc_ptr, corpus.words)
+    held = heldout.split(corpus)
     b = np.random.default_rng(3).integers(0, 20, size=(corpus.vocab_size, 7))
     phi = heldout.phi_of(b, 0.01)
     assert np.allclose(phi.sum(axis=0), 1.0)
-    assert heldout.log_likelihood(s, phi, 0.3, 20) == pytest.approx(_reference_log_likelihood(s, phi, 0.3, 20),
-                                                                    rel=1e-12)
+    assert heldout.log_likelihood(held, phi, 0.3, 20) == pytest.approx(_reference_log_likelihood(held, phi, 0.3, 20),
+                                                                       rel=1e-12)
 
 
 def test_the_generating_phi_comes_within_one_percent_of_the_ceiling_and_above_the_unigram(nytimes):
     """The ceiling (generating theta and phi) bounds what the evaluator can give: the
     generating phi, with theta folded in from half of each document, comes within 1%;
     the word frequencies alone (what a random start gives) score below it."""
-    corpus, s = nytimes
-    ceiling = heldout.ceiling(s, corpus.true_theta, corpus.true_phi)
-    true_phi = heldout.log_likelihood(s, corpus.true_phi, 50 / corpus.true_phi.shape[1])
-    unigram = np.bincount(s.train_words, minlength=corpus.vocab_size)[:, None]
-    frequencies = heldout.log_likelihood(s, heldout.phi_of(unigram, 0.01), 0.5)
+    corpus, held = nytimes
+    ceiling = heldout.ceiling(held)
+    true_phi = heldout.log_likelihood(held, corpus.true_phi, 50 / corpus.true_phi.shape[1])
+    unigram = np.bincount(held.train.words, minlength=corpus.vocab_size)[:, None]
+    frequencies = heldout.log_likelihood(held, heldout.phi_of(unigram, 0.01), 0.5)
     assert ceiling > true_phi > frequencies
     assert true_phi == pytest.approx(ceiling, rel=0.01)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bench.corpus import cached_corpus
+from bench.corpus import HeldOut, cached_corpus
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
 from bench.specs import parse_ints
 from bench.timing import RunContext
@@ -32,7 +32,7 @@ SABER_AXES = {axis.name: axis for axis in SaberSuite.axes}
 @dataclass
 class FitWorkload:
     train: Workload  # the saber suite's workload of the training documents
-    split: heldout.Split
+    held: HeldOut
     ceiling: float  # under the generating theta and phi; nan where the corpus has no generating model
     true_phi_loglik: float  # the evaluator on the generating phi: what recovering phi exactly scores
     eval_every: int
@@ -47,7 +47,7 @@ def _evaluation(work: FitWorkload, to_host=np.asarray):
         if iteration % work.eval_every and iteration != work.train.iterations:
             return {}
         phi = heldout.phi_of(to_host(b), float(model.BETA))
-        return {"loglik": heldout.log_likelihood(work.split, phi, work.alpha)}
+        return {"loglik": heldout.log_likelihood(work.held, phi, work.alpha)}
 
     return observe
 
@@ -95,9 +95,10 @@ class SaberFitSuite(Suite):
 
     def prepare(self, point: dict) -> FitWorkload:
         corpus = cached_corpus(point["dataset"], point["scale"])
-        split = heldout.split(corpus.doc_ptr, corpus.words)
-        train = Workload(split.train_doc_ptr, split.train_words, corpus.vocab_size, point["K"], point["iterations"],
-                         model.chunk_layout(split.train_doc_ptr, split.train_words, point["chunks"]), point["workers"])
+        held = heldout.split(corpus)
+        doc_ptr, words = held.train.doc_ptr, held.train.words
+        train = Workload(doc_ptr, words, corpus.vocab_size, point["K"], point["iterations"],
+                         model.chunk_layout(doc_ptr, words, point["chunks"]), point["workers"])
         if point["backend"] == "gpu":
             train.corpus = stream.load(train.layout, train.vocabulary, True, 0.0)
         _warm_up(train, point["backend"])
@@ -105,9 +106,9 @@ class SaberFitSuite(Suite):
         alpha = float(model.alpha_of(point["K"]))
         ceiling, true_phi = float("nan"), float("nan")
         if has_model:
-            ceiling = heldout.ceiling(split, corpus.true_theta, corpus.true_phi)
-            true_phi = heldout.log_likelihood(split, corpus.true_phi, float(model.alpha_of(corpus.true_phi.shape[1])))
-        return FitWorkload(train, split, ceiling, true_phi, point["eval_every"], alpha)
+            ceiling = heldout.ceiling(held)
+            true_phi = heldout.log_likelihood(held, corpus.true_phi, float(model.alpha_of(corpus.true_phi.shape[1])))
+        return FitWorkload(train, held, ceiling, true_phi, point["eval_every"], alpha)
 
     def run(self, work: FitWorkload, variant: str, ctx) -> dict:
         if variant == "tomotopy":
@@ -117,7 +118,7 @@ class SaberFitSuite(Suite):
         else:
             iterate(work.train, variant, ctx, "gpu", _evaluation(work, _cupy_asnumpy))
         return {"final_loglik": ctx.series[-1]["loglik"], "ceiling": work.ceiling, "true_phi_loglik": work.true_phi_loglik,
-                "heldout_documents": int(work.split.heldout.size), "evaluated_tokens": work.split.evaluated_tokens}
+                "heldout_documents": work.held.evaluated.num_docs, "evaluated_tokens": work.held.evaluated.num_tokens}
 
     def derived(self, work: FitWorkload, row: dict) -> dict:
         return {"tokens_per_s": work.train.tokens * work.train.iterations / row["seconds"]}
