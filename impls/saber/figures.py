@@ -144,10 +144,10 @@ def _memory_figure(rows: pd.DataFrame, setting: dict, meta: dict, outdir: Path) 
 
 # Figure 11: the time for each system to reach a target held-out log-likelihood. On a
 # synthetic corpus the target lies TARGET_FRACTION of the way from the systems' median
-# initial value (iteration 0, each from its own random start) to what the evaluator gives
-# the generating phi (the ceiling under the generating theta is out of any system's reach:
-# theta is folded in from half a document); on a real corpus it is the best value any
-# system reaches, less TARGET_MARGIN nats per token.
+# initial value (iteration 0) to what the evaluator gives the generating phi (the ceiling
+# under the generating theta is out of any system's reach: theta is folded in from half a
+# document); on a real corpus it is the best value any system reaches, less TARGET_MARGIN
+# nats per token.
 TARGET_FRACTION = 0.9
 TARGET_MARGIN = 0.01
 # The paper's Figure 11 (NYTimes, K = 1000): SaberLDA's time to quality over each peer's.
@@ -155,12 +155,13 @@ PAPER_SPEEDUPS = {"BIDMach (GPU)": 5.6, "ESCA (CPU)": 4.0, "DMLC (CPU)": 5.4}
 FIT_KEYS = ("dataset", "scale", "K", "iterations", "eval_every", "chunks", "workers")
 
 
-def target_of(series: pd.DataFrame, best: float) -> float:
-    """The target from the curves and the best a phi can score (nan: not known)."""
+def target_of(series: pd.DataFrame, reference: float) -> float:
+    """The target from the curves and what the generating phi scores (nan: not known;
+    then, or without the initial values, the best value reached less the margin)."""
     values = series.dropna(subset=["loglik"])
-    if np.isfinite(best):
-        initial = values.loc[values["iteration"] == 0, "loglik"].median()
-        return float(initial + TARGET_FRACTION * (best - initial))
+    initial = values.loc[values["iteration"] == 0, "loglik"].median()
+    if np.isfinite(reference) and np.isfinite(initial):
+        return float(initial + TARGET_FRACTION * (reference - initial))
     return float(values["loglik"].max() - TARGET_MARGIN)
 
 
@@ -173,10 +174,13 @@ def time_to_target(series: pd.DataFrame, target: float) -> pd.Series:
 
 def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     written, tables = [], []
+    if "loglik" not in series:  # no curves (yet) to draw
+        return written
     series = series.dropna(subset=["loglik"])
     for setting, curves in per_setting(series, [k for k in FIT_KEYS if k in series], always=("dataset", "K")):
         rows = df.merge(pd.DataFrame([setting]), on=list(setting))
-        ceiling, true_phi = float(rows["ceiling"].median()), float(rows["true_phi_loglik"].median())
+        ceiling, true_phi = (float(rows[column].median()) if column in rows else float("nan")
+                             for column in ("ceiling", "true_phi_loglik"))
         target = target_of(curves, true_phi)
         fig = Figure(figsize=(7, 4.5))
         ax = fig.add_subplot()
@@ -196,7 +200,8 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
         rule = (f"{TARGET_FRACTION:.0%} of the way from the median initial value to the generating phi's" if
-                np.isfinite(true_phi) else f"the best value reached less {TARGET_MARGIN} nats per token")
+                np.isfinite(true_phi) and (curves["iteration"] == 0).any() else
+                f"the best value reached less {TARGET_MARGIN} nats per token")
         written += save(fig, outdir, setting_stem("fig11-loglik-vs-time", setting),
                         caption(meta, rows) + f"\nOne evaluator for every system (impls/saber/heldout.py); target: "
                         f"{rule}.")

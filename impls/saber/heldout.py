@@ -6,10 +6,11 @@ out of training, each one's shuffled tokens halved into an observed and an evalu
 here at most HELDOUT_DOCUMENTS documents and a tenth of the corpus, from a fixed seed. A
 system's model is its counts B (word by topic), from which every system's phi is formed
 alike: phi_vk = (B_vk + beta) / (n_k + V beta). With phi fixed, each held-out document's
-theta is estimated from its observed half by FOLD_IN_ITERATIONS fixed-point iterations (EM
-for the topic proportions, Dirichlet(alpha) prior, from uniform), the same for every system;
-the score is the mean over the evaluated half's tokens of log sum_k theta_dk phi_vk. The
-ceiling on a synthetic corpus is the same mean under the generating theta and phi.
+theta is estimated from its observed half by FOLD_IN_ITERATIONS fixed-point iterations from
+uniform, theta_k ∝ alpha + the expected count of topic k among the observed tokens (alpha as
+a pseudo-count, which stays positive for alpha < 1), the same for every system; the score is
+the mean over the evaluated half's tokens of log sum_k theta_dk phi_vk. The ceiling on a
+synthetic corpus is the same mean under the generating theta and phi.
 """
 
 import numba
@@ -37,7 +38,11 @@ def log_likelihood(held: HeldOut, phi: np.ndarray, alpha: float, iterations: int
     per_document = np.empty(held.observed.num_docs)
     _fold_in_log_likelihood(np.ascontiguousarray(phi, np.float64), float(alpha), iterations, held.observed.doc_ptr,
                             held.observed.words, held.evaluated.doc_ptr, held.evaluated.words, per_document)
-    return float(per_document.sum() / max(1, held.evaluated.num_tokens))
+    return _mean(per_document, held.evaluated.num_tokens)
+
+
+def _mean(per_document: np.ndarray, tokens: int) -> float:
+    return float(per_document.sum() / tokens) if tokens else float("nan")
 
 
 def ceiling(held: HeldOut) -> float:
@@ -47,7 +52,7 @@ def ceiling(held: HeldOut) -> float:
     _log_likelihood_given_theta(np.ascontiguousarray(evaluated.true_phi, np.float64),
                                 np.ascontiguousarray(evaluated.true_theta, np.float64), evaluated.doc_ptr,
                                 evaluated.words, per_document)
-    return float(per_document.sum() / max(1, evaluated.num_tokens))
+    return _mean(per_document, evaluated.num_tokens)
 
 
 @numba.njit(cache=True)
@@ -69,8 +74,9 @@ def _fold_in_log_likelihood(phi, alpha, iterations, observed_ptr, observed_words
             expected[:] = alpha
             for i in range(observed_ptr[h], observed_ptr[h + 1]):
                 row = phi[observed_words[i]]
-                weights = row * theta
-                expected += weights / weights.sum()
+                scale = 1.0 / _dot(row, theta)
+                for k in range(topics):
+                    expected[k] += row[k] * theta[k] * scale
             theta = expected / expected.sum()
         total = 0.0
         for j in range(evaluated_ptr[h], evaluated_ptr[h + 1]):

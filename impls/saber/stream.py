@@ -144,8 +144,12 @@ class _Slot:
             getattr(device, name).get(stream=self.stream, out=getattr(host, name), blocking=False)
 
 
+def no_observation(iteration: int, b) -> dict:
+    return {}
+
+
 def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool,
-            workers: int, seed: int, ctx, threads: int = 0, observe=None) -> tuple[np.ndarray, dict]:
+            workers: int, seed: int, ctx, threads: int = 0, observe=no_observation) -> tuple[np.ndarray, dict]:
     """The iterations of a stage from the seeded initial topics (the twin's): z on the host,
     and the final kd_mean and the bytes of B + B^, of the structures and of the device
     memory the run held (CuPy's pool: the resident chunks and the run's peak).
@@ -159,7 +163,7 @@ def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wor
         pool.set_limit(size=pool.used_bytes() - corpus.device_bytes + corpus.budget)
     try:
         z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx, threads,
-                              observe or (lambda iteration, b: {}))
+                              observe)
         return z, {**metrics, "bytes_device": pool.total_bytes()}
     finally:
         pool.set_limit(size=0)

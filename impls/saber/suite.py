@@ -201,7 +201,8 @@ def _layout(dataset: str, scale: float, chunks: int) -> list:
     return model.chunk_layout(corpus.doc_ptr, corpus.words, chunks)
 
 
-def iterate(work: Workload, variant: str, ctx, device: str = "cpu", observe=None) -> tuple[np.ndarray, dict]:
+def iterate(work: Workload, variant: str, ctx, device: str = "cpu",
+            observe=stream.no_observation) -> tuple[np.ndarray, dict]:
     """All the iterations of a stage from the seeded initial topics, on `device` (the GPU
     draws the twin's topics): z on the host, and the final kd_mean and the bytes of the
     arrays (metrics final_kd_mean and bytes_*). observe(iteration, b): values recorded
@@ -215,7 +216,6 @@ def iterate(work: Workload, variant: str, ctx, device: str = "cpu", observe=None
     order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)
     rebuild = model.count if ssc else model.count_by_sorting
     documents = work.doc_ptr.size - 1
-    observe = observe or (lambda iteration, b: {})
     with ctx.untimed():
         counts = rebuild(work.doc_ptr, work.words, model.initial_topics(work.tokens, work.topics, work.seed),
                          work.vocabulary, work.topics)
