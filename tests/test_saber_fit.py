@@ -80,9 +80,9 @@ def test_target_and_time_to_target():
     series = pd.DataFrame({"variant": list("aaabbbccc"), "iteration": [0, 5, 10] * 3,
                            "wall_s": [0.0, 1.0, 2.0, 0.0, 4.0, 8.0, 0.0, 3.0, 6.0],
                            "loglik": [-10, -8, -6, -12, -9.5, -9.2, -7, -9, -8.6]})
-    assert target_of(series, -5.0) == pytest.approx(-10 + 0.9 * 5)  # from the median start, 90% of the way
-    assert target_of(series, float("nan")) == pytest.approx(-6.01)  # the best reached less 0.01
-    assert target_of(series[series["iteration"] > 0], -5.0) == pytest.approx(-6.01)  # no start recorded
+    assert target_of(series, -5.0)[0] == pytest.approx(-10 + 0.9 * 5)  # from the median start, 90% of the way
+    assert target_of(series, float("nan"))[0] == pytest.approx(-6.01)  # the best reached less 0.01
+    assert target_of(series[series["iteration"] > 0], -5.0)[0] == pytest.approx(-6.01)  # no start recorded
     seconds = time_to_target(series, -8.5)
     assert seconds["a"] == 1.0 and np.isnan(seconds["b"])
     assert np.isnan(seconds["c"])  # its start was above the target, its training never is

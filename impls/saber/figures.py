@@ -155,14 +155,16 @@ PAPER_SPEEDUPS = {"BIDMach (GPU)": 5.6, "ESCA (CPU)": 4.0, "DMLC (CPU)": 5.4}
 FIT_KEYS = ("dataset", "scale", "K", "iterations", "eval_every", "chunks", "workers")
 
 
-def target_of(series: pd.DataFrame, reference: float) -> float:
+def target_of(series: pd.DataFrame, reference: float) -> tuple[float, str]:
     """The target from the curves and what the generating phi scores (nan: not known;
-    then, or without the initial values, the best value reached less the margin)."""
+    then, or without the initial values, the best value reached less the margin), and
+    the rule that gave it."""
     values = series.dropna(subset=["loglik"])
     initial = values.loc[values["iteration"] == 0, "loglik"].median()
     if np.isfinite(reference) and np.isfinite(initial):
-        return float(initial + TARGET_FRACTION * (reference - initial))
-    return float(values["loglik"].max() - TARGET_MARGIN)
+        return (float(initial + TARGET_FRACTION * (reference - initial)),
+                f"{TARGET_FRACTION:.0%} of the way from the median initial value to the generating phi's")
+    return float(values["loglik"].max() - TARGET_MARGIN), f"the best value reached less {TARGET_MARGIN} nats per token"
 
 
 def time_to_target(series: pd.DataFrame, target: float) -> pd.Series:
@@ -181,7 +183,7 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
         rows = df.merge(pd.DataFrame([setting]), on=list(setting))
         ceiling, true_phi = (float(rows[column].median()) if column in rows else float("nan")
                              for column in ("ceiling", "true_phi_loglik"))
-        target = target_of(curves, true_phi)
+        target, rule = target_of(curves, true_phi)
         fig = Figure(figsize=(7, 4.5))
         ax = fig.add_subplot()
         for i, (variant, lines) in enumerate(curves.groupby("variant")):
@@ -199,9 +201,6 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
                      ", ".join(f"{k}={v}" for k, v in setting.items()) + ")", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
-        rule = (f"{TARGET_FRACTION:.0%} of the way from the median initial value to the generating phi's" if
-                np.isfinite(true_phi) and (curves["iteration"] == 0).any() else
-                f"the best value reached less {TARGET_MARGIN} nats per token")
         written += save(fig, outdir, setting_stem("fig11-loglik-vs-time", setting),
                         caption(meta, rows) + f"\nOne evaluator for every system (impls/saber/heldout.py); target: "
                         f"{rule}.")

@@ -18,6 +18,12 @@ VERIFY="python3 -m bench verify saber --backend gpu"
 # budget can run out under compute-sanitizer: the pool caches freed blocks per stream)
 STREAMED="--dataset nytimes-synth --scale 0.001 --K 33 --memory 0.006 --workers 3"
 MODE=${1:-all}
+# A bench sweep of suite $1 per line of $2 (bench options).
+sweeps() {
+  while read -r options; do
+    [ -n "$options" ] && step python3 -m bench sweep "$1" --backend gpu --out $DIR $options < /dev/null
+  done <<< "$2"
+}
 
 if [ "$MODE" = check ] || [ "$MODE" = all ]; then
   step nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
@@ -33,9 +39,7 @@ if [ "$MODE" = check ] || [ "$MODE" = all ]; then
   done
 fi
 if [ "$MODE" = sweep ] || [ "$MODE" = all ]; then
-  while read -r options; do
-    [ -n "$options" ] && step python3 -m bench sweep saber --backend gpu --out $DIR $options < /dev/null
-  done <<< "${SWEEPS:-}"
+  sweeps saber "${SWEEPS:-}"
 fi
 if [ "$MODE" = profile ] || [ "$MODE" = all ]; then
   # The paper's Table 4: nytimes-synth within the first 10 iterations, at K = $PROFILE_K
@@ -71,9 +75,7 @@ if [ "$MODE" = fit ]; then
   python3 -c "import tomotopy" 2>/dev/null || echo "tomotopy missing: its variant is skipped" | tee -a "$LOG"
   step python3 -m pytest -q -ra tests/test_saber_gpu.py
   step $VERIFY --K 33,1000 --iterations 1
-  while read -r options; do
-    [ -n "$options" ] && step python3 -m bench sweep saber-fit --backend gpu --out $DIR $options < /dev/null
-  done <<< "${FIT_SWEEPS:-}"
+  sweeps saber-fit "${FIT_SWEEPS:-}"
 fi
 if [ "$MODE" = pubmed ]; then
   # Generated on this machine's CPU (minutes; cached in datasets/cache while it stays warm).
