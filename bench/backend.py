@@ -13,6 +13,21 @@ def gpu_available() -> bool:
         return False
 
 
+def gpu_array_module():
+    """CuPy where it sees a GPU, else None: for bulk work (sorts, searches) whose result
+    does not depend on where it runs."""
+    if not gpu_available():
+        return None
+    import cupy
+
+    return cupy
+
+
+def to_host(array):
+    """A numpy array from a numpy or CuPy one."""
+    return array.get() if hasattr(array, "get") else array
+
+
 def resolve_backend(requested: str, supported: tuple[str, ...]) -> str:
     if requested not in ("auto", "cpu", "gpu"):
         raise BenchError(f"unknown backend {requested!r}; known: auto, cpu, gpu")

@@ -389,7 +389,7 @@ def test_unknown_name_and_scaled_real_corpus():
 def test_catalogue_entries_are_complete():
     entries = catalogue()
     assert {"kos", "nips", "enron", "nytimes", "pubmed", "wiki-synth", "nytimes-synth", "pubmed-synth",
-            "tiny"} <= set(entries)
+            "clueweb-synth", "tiny"} <= set(entries)
     for name, entry in entries.items():
         assert {"kind", "description", "source", "documents", "vocabulary"} <= set(entry), name
         if entry["kind"] == "uci":
@@ -401,6 +401,13 @@ def test_catalogue_entries_are_complete():
 
 
 # ---------------------------------------------------------------- synthetic corpora
+
+
+def test_clueweb_synth_has_the_papers_vocabulary_and_mean_length_and_two_billion_tokens():
+    entry = catalogue()["clueweb-synth"]
+    assert (entry["vocabulary"], entry["tokens"]) == (100_000, 2_000_000_000)
+    corpus = synthesize("clueweb-synth", scale=1e-5)  # 55 documents, 20,000 tokens
+    assert corpus.num_tokens / corpus.num_docs == pytest.approx(365, rel=0.01)
 
 
 def test_tiny_is_deterministic_and_hits_its_targets():

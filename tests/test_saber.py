@@ -186,6 +186,31 @@ def test_e_step_draws_from_the_exact_conditional(kind, topics):
     assert chisquare(got[expected > 0], expected[expected > 0]).pvalue > 1e-4
 
 
+def test_delayed_gibbs_draws_collapsed_gibbs_conditional_without_the_own_topic():
+    """One-token documents of one word, their old topics 0, 1 or 2, among other words' tokens:
+    those of old topic 2 draw from alpha (B_vk - [k = 2] + beta) / (n_k - [k = 2] + V beta)
+    (their document's only count is their own, left out). Counting it, as ESCA does, would
+    weigh topic 2 by (1 + alpha) / alpha = 3."""
+    rng = np.random.default_rng(1)
+    topics, vocabulary, tokens, other = 100, 30, 60_000, 500
+    doc_ptr = np.arange(tokens + other + 1)
+    words = np.concatenate([np.zeros(tokens, np.int32), rng.integers(1, vocabulary, other).astype(np.int32)])
+    z = np.concatenate([rng.integers(0, 3, tokens), rng.integers(0, topics, other)]).astype(np.int32)
+    counts = model.count(doc_ptr, words, z, vocabulary, topics)
+    drawn = model.delayed_gibbs_e_step(doc_ptr, words, z, counts, seed=5, iteration=1)
+    group = np.flatnonzero(z[:tokens] == 2)
+    own = np.eye(topics)[2]
+    alpha, beta = float(model.alpha_of(topics)), float(model.BETA)
+    p = alpha * (counts.b[0] - own + beta) / (counts.topic_totals - own + vocabulary * beta)
+    p /= p.sum()
+    observed = np.bincount(drawn[group], minlength=topics)
+    order = np.argsort(p)  # topics pooled into bins of at least 20 expected draws
+    bins = np.minimum(np.cumsum(p[order]) * group.size // 20, group.size // 20 - 1).astype(int)
+    expected = np.bincount(bins, p[order] * group.size)
+    got = np.bincount(bins, observed[order])
+    assert chisquare(got[expected > 0], expected[expected > 0]).pvalue > 1e-4
+
+
 def test_topics_do_not_depend_on_the_order_tokens_are_visited_in():
     rng = np.random.default_rng(0)
     documents, vocabulary, topics = 60, 50, 70
@@ -244,6 +269,14 @@ def test_stages_with_one_structure_draw_the_same_topics_and_the_suite_sweeps(tmp
     names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures", [SUITE])}
     assert "fig10-tuning.png" in names
     assert not [name for name in names if "workers-1" in name], names
+    assert "saber-gpus-scaling.png" not in names  # one GPU throughout
+    # G4 against the number of GPUs (the CPU twin ignores it): the scaling figure and its table.
+    assert harness.sweep(harness.plan(SUITE, {"dataset": "tiny", "K": "5", "iterations": "1", "gpus": "1,2"},
+                                      "cpu", variant_names=["G4"]), settings) == 0
+    names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures", [SUITE])}
+    assert {"saber-gpus-scaling.png", "saber-gpus-scaling.md"} <= names
+    table = (tmp_path / "figures" / "cpu-test" / "saber-gpus-scaling.md").read_text()
+    assert "G4, tiny, K = 5" in table and "1.00x" in table
     with pytest.raises(BenchError, match="32768"):
         harness.plan(SUITE, {"K": "40000"}, "cpu")
 
@@ -323,3 +356,36 @@ def test_memory_budget_chooses_chunks_or_is_a_one_line_error():
     assert not resident and chunks >= 8  # a quarter of the corpus for 2 workers: an eighth each
     with pytest.raises(BenchError, match="too small for one chunk"):
         stream.chunks_for_budget(doc_ptr, 500, 1000, 4, 2, model_gib)
+    # Two GPUs: each holds half the corpus within its own budget.
+    assert stream.chunks_for_budget(doc_ptr, 500, 1000, 4, 2, model_gib + corpus_gib / 2 + 1e-6, gpus=2) == (4, True)
+    assert not stream.chunks_for_budget(doc_ptr, 500, 1000, 4, 2, model_gib + corpus_gib / 2 - 1e-4, gpus=2)[1]
+
+
+@pytest.mark.parametrize("chunks, gpus", [(1, 1), (4, 1), (4, 2), (7, 2), (8, 3), (3, 3)])
+def test_each_gpu_takes_a_contiguous_even_run_of_chunks(chunks, gpus):
+    from impls.saber import stream
+
+    gpu_of = stream.gpu_of_chunks(chunks, gpus)
+    assert gpu_of == sorted(gpu_of) and set(gpu_of) == set(range(gpus))
+    runs = np.bincount(gpu_of)
+    assert runs.max() - runs.min() <= 1
+
+
+def test_fewer_chunks_than_gpus_is_a_one_line_error():
+    from impls.saber import stream
+
+    with pytest.raises(BenchError, match="2 chunk.s. for 3 GPUs"):
+        stream.gpu_of_chunks(2, 3)
+
+
+def test_latest_only_keeps_the_latest_value_alone():
+    calls = []
+
+    @model.latest_only
+    def square(x):
+        calls.append(x)
+        return [x * x]
+
+    first = square(3)
+    assert square(3) is first and calls == [3]
+    assert square(4) == [16] and square(3) is not first and calls == [3, 4, 3]

@@ -52,6 +52,20 @@ def test_the_evaluator_is_its_numpy_reference():
                                                                        rel=1e-12)
 
 
+def test_the_evaluator_on_the_held_out_words_alone_scores_what_it_scores_on_all(nytimes):
+    """heldout.compact: phi's rows of the words the held-out documents use, from B, and the
+    generating model's, give the full evaluation's values."""
+    corpus, held = nytimes
+    evaluation, rows = heldout.compact(held)
+    assert np.all(np.diff(rows) > 0) and evaluation.train is held.train
+    b = np.random.default_rng(4).integers(0, 20, size=(corpus.vocab_size, 9))
+    full, picked = heldout.phi_of(b, 0.01), heldout.phi_of(b, 0.01, rows)
+    np.testing.assert_array_equal(picked, full[rows])
+    assert heldout.log_likelihood(evaluation, picked, 0.3) == pytest.approx(heldout.log_likelihood(held, full, 0.3),
+                                                                           rel=1e-12)
+    assert heldout.ceiling(evaluation) == pytest.approx(heldout.ceiling(held), rel=1e-12)
+
+
 def test_one_topic_scores_the_mean_log_probability_of_the_evaluated_words():
     """With K = 1, theta is 1 whatever the fold-in: the score is the mean of log phi_w."""
     held = heldout.split(_stub(500, length=1))  # one token a document: every observed or evaluated half is empty
@@ -99,7 +113,7 @@ def test_a_cpu_convergence_sweep_improves_and_draws_figure_11(tmp_path):
     assert harness.sweep(plan, settings) == 0
     rows = read_csv(settings.out_dir / "saber-fit.csv")
     series = read_csv(settings.out_dir / "saber-fit-series.csv").dropna(subset=["loglik"])
-    assert set(rows["variant"]) == {"esca-cpu", "tomotopy"}  # tomotopy is a test dependency
+    assert set(rows["variant"]) == {"esca-cpu", "delayed-gibbs-cpu", "tomotopy"}  # tomotopy is a test dependency
     for variant, curve in series.groupby("variant"):
         assert list(curve["iteration"]) == [0, 5, 10], variant
         assert curve["loglik"].iloc[-1] > curve["loglik"].iloc[0] + 0.05, variant  # kos has topics to learn
@@ -112,3 +126,25 @@ def test_a_cpu_convergence_sweep_improves_and_draws_figure_11(tmp_path):
     (settings.out_dir / "saber-fit-series.csv").unlink()  # no curves: no Figure 11, and no error
     names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures2", [SUITE])}
     assert not any(name.startswith("fig11") for name in names)
+
+
+def test_a_system_on_several_gpus_is_a_system_of_its_own():
+    from impls.saber.figures import _systems
+
+    frame = pd.DataFrame({"variant": ["G4", "G4", "tomotopy"], "gpus": [1, 2, 1]})
+    assert list(_systems(frame)["variant"]) == ["G4", "G4 (2 GPUs)", "tomotopy"]
+    assert list(_systems(frame.drop(columns="gpus"))["variant"]) == ["G4", "G4", "tomotopy"]  # older results
+
+
+def test_the_corpus_beyond_one_gpu_draws_figure_12(tmp_path):
+    from bench import harness
+    from bench.figures import render_all
+    from impls.saber.fit_suite import SUITE
+
+    settings = harness.Settings(repeats=1, warmup=0, out_dir=tmp_path / "results" / "cpu-test")
+    plan = harness.plan(SUITE, {"dataset": "clueweb-synth", "scale": "0.00002", "K": "5", "iterations": "2",
+                                "eval_every": "1"}, "cpu", variant_names=["esca-cpu"])
+    assert harness.sweep(plan, settings) == 0
+    names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures", [SUITE])}
+    assert "fig12-loglik-vs-time-dataset-clueweb-synth-K-5.png" in names
+    assert "tokens/s" in (tmp_path / "figures" / "cpu-test" / "saber-fit-table.md").read_text()

@@ -3,7 +3,7 @@ tree and alias table, the E-step's topics and the rebuilt counts identical, bit 
 and topic for topic, for K from 1 to 32,768 (through the padding at multiples of 32 and
 the tree's levels), with both structures, the GPU taking a chunk's tokens by word or in
 document order; every stage's iterations equal to the twins', resident or streamed within
-a memory budget, on one stream or on asynchronous workers."""
+a memory budget, on one stream or on asynchronous workers, on one GPU or several."""
 
 import numpy as np
 import pytest
@@ -13,6 +13,13 @@ from impls.saber import gpu, model, stream
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 SEED = 3
+
+
+def _gpu_count() -> int:
+    try:
+        return cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:  # no driver: the gpu mark skips these tests anyway
+        return 0
 
 
 def _corpus(rng, documents: int, vocabulary: int):
@@ -175,7 +182,7 @@ def test_saber_fit_g4_on_the_gpu_scores_what_esca_on_the_cpu_scores():
     from impls.saber.fit_suite import SUITE
 
     work = SUITE.prepare({"suite": "saber-fit", "backend": "gpu", "dataset": "kos", "scale": 1.0, "K": 33,
-                          "iterations": 4, "eval_every": 2, "chunks": 3, "workers": 2})
+                          "iterations": 4, "eval_every": 2, "chunks": 3, "workers": 2, "memory": 0.0, "gpus": 1})
     curves = {}
     for variant in ("G4", "esca-cpu"):
         ctx = RunContext("cpu" if variant == "esca-cpu" else "gpu")
@@ -184,3 +191,61 @@ def test_saber_fit_g4_on_the_gpu_scores_what_esca_on_the_cpu_scores():
         curves[variant] = [(row["iteration"], row["loglik"]) for row in ctx.series if "loglik" in row]
     assert [iteration for iteration, _ in curves["G4"]] == [0, 2, 4]
     assert curves["G4"] == curves["esca-cpu"]
+
+
+def test_the_chunk_layout_sorted_on_the_gpu_is_numpys():
+    rng = np.random.default_rng(5)
+    doc_ptr, words, _ = _corpus(rng, 400, 900)
+    for on_gpu, on_cpu in zip(model.chunk_layout(doc_ptr, words, 3, cupy), model.chunk_layout(doc_ptr, words, 3, np)):
+        for name in ("by_word", "segment_ptr", "schedule", "doc_of", "words"):
+            np.testing.assert_array_equal(getattr(on_gpu, name), getattr(on_cpu, name), err_msg=name)
+
+
+@pytest.mark.skipif(_gpu_count() < 2, reason="needs 2 GPUs")
+@pytest.mark.parametrize("memory", ["resident", "streamed"])
+@pytest.mark.parametrize("stage", ["G0", "G3", "G4"])
+def test_two_gpus_draw_the_twins_topics_and_sum_b_every_iteration(stage, memory):
+    """Each GPU samples its share with the summed B: the topics of one GPU's, and of the twin's."""
+    from bench.timing import RunContext
+    from impls.saber.suite import SUITE, iterate
+
+    point = {"suite": "saber", "backend": "gpu", "dataset": "tiny", "scale": 1.0, "K": 70, "iterations": 3,
+             "chunks": 2, "workers": 2, "memory": 0.0, "gpus": 2}
+    if memory == "streamed":  # each GPU: room for the model and a sixth of the corpus per worker
+        work = SUITE.prepare({**point, "backend": "cpu"})
+        point["memory"] = (stream.model_bytes(work.vocabulary, 70)
+                           + stream.chunk_bytes(work.tokens, work.doc_ptr.size - 1) / 4) / stream.GIB
+    work = SUITE.prepare(point)
+    assert work.corpus.gpus == 2 and (work.corpus.device is None) == (memory == "streamed")
+    if work.corpus.device:
+        assert {chunk.z.device.id for chunk in work.corpus.device} == {0, 1}
+    seen = []
+
+    def observe(iteration, b):  # the summed B on GPU 0: every token counted
+        seen.append(int(b.sum()))
+        return {}
+
+    ctx = RunContext("gpu")
+    with ctx.timed():
+        topics, _ = iterate(work, stage, ctx, "gpu", observe)
+    assert seen == [work.tokens] * 4
+    assert {"preprocess", "overlapped", "reduce"} <= set(ctx.phases)
+    twin = RunContext("cpu")
+    with twin.timed():
+        expected, _ = iterate(work, "G0" if stage == "G0" else "G2", twin, "cpu")
+    np.testing.assert_array_equal(topics, expected)
+
+
+def test_saber_fit_dense_gpu_peer_learns_topics():
+    """The dense GPU sampler at alpha = 50/K: its held-out curve rises from the random start."""
+    from bench.timing import RunContext
+    from impls.saber.fit_suite import SUITE
+
+    work = SUITE.prepare({"suite": "saber-fit", "backend": "gpu", "dataset": "kos", "scale": 1.0, "K": 20,
+                          "iterations": 10, "eval_every": 5, "chunks": 1, "workers": 1, "memory": 0.0, "gpus": 1})
+    ctx = RunContext("gpu")
+    with ctx.timed():
+        SUITE.run(work, "dense-gpu", ctx)
+    curve = [(row["iteration"], row["loglik"]) for row in ctx.series]
+    assert [iteration for iteration, _ in curve] == [0, 5, 10]
+    assert curve[-1][1] > curve[0][1] + 0.05  # as esca-cpu and tomotopy on kos (tests/test_saber_fit.py)

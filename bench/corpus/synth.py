@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backend import gpu_available
+from ..backend import gpu_array_module, to_host
 from .entries import CACHE_DIR, entry
 from .model import Corpus, CorpusError
 
@@ -91,7 +91,7 @@ def generate(name: str, t: Targets, seed: int, xp=None) -> Corpus:
     """Generate a corpus with exactly t.documents, t.tokens and t.vocabulary from a seed; xp,
     the array module of the per-token searches and sorts, is CuPy where there is a GPU."""
     if xp is None:
-        xp = _gpu_module() or np
+        xp = gpu_array_module() or np
     # zlib.crc32, not hash(): Python salts str hashes per process.
     streams = np.random.SeedSequence([zlib.crc32(name.encode()), seed]).spawn(5)
     rng_phi, rng_len, rng_perm, rng_theta, rng_tok = (np.random.Generator(np.random.PCG64(s)) for s in streams)
@@ -113,24 +113,11 @@ def generate(name: str, t: Targets, seed: int, xp=None) -> Corpus:
         gamma = rng_theta.standard_gamma(t.alpha, size=(stop - start, t.topics))
         theta[start:stop] = gamma / gamma.sum(axis=1, keepdims=True)
         topic = _draw_topics(rng_tok, theta[start:stop], lengths[start:stop], xp)
-        words[doc_ptr[start]:doc_ptr[stop]] = _host(_draw_words(rng_tok, topic, lengths[start:stop], *on_device, xp))
+        words[doc_ptr[start]:doc_ptr[stop]] = to_host(_draw_words(rng_tok, topic, lengths[start:stop], *on_device, xp))
 
     true_phi = np.empty((t.vocabulary, t.topics))
     true_phi[perm] = phi.T
     return Corpus(name, doc_ptr, words, t.vocabulary, None, theta, true_phi)
-
-
-def _gpu_module():
-    """CuPy where it sees a GPU, else None."""
-    if not gpu_available():
-        return None
-    import cupy
-
-    return cupy
-
-
-def _host(array) -> np.ndarray:
-    return array.get() if hasattr(array, "get") else array
 
 
 def _topics(rng: np.random.Generator, t: Targets) -> np.ndarray:
@@ -202,7 +189,7 @@ def _draw_words(rng: np.random.Generator, topic, lengths: np.ndarray, cdf, perm,
     of xp, but for lengths and the host's generator)."""
     u = xp.asarray(rng.random(topic.size))
     by_topic = xp.argsort(topic, kind="stable")  # radix sort: int16 keys
-    bounds = _host(xp.searchsorted(topic[by_topic], xp.arange(cdf.shape[0] + 1)))
+    bounds = to_host(xp.searchsorted(topic[by_topic], xp.arange(cdf.shape[0] + 1)))
     rank = xp.empty(topic.size, dtype=np.int32)
     for k in range(cdf.shape[0]):  # inverse CDF, all tokens of one topic at once
         sel = by_topic[bounds[k]:bounds[k + 1]]

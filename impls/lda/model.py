@@ -95,6 +95,9 @@ class LdaWorkload:
     seed: int
     theta0: np.ndarray
     phi0: np.ndarray
+    nwk0: np.ndarray  # the initial topics' word-topic counts (phi0's), for an evaluation at iteration 0
+    alpha: float = ALPHA
+    beta: float = BETA
 
     @property
     def num_tokens(self) -> int:
@@ -111,8 +114,10 @@ class LdaWorkload:
         )
 
 
-def make_workload(corpus, K: int, W: int, precision: str, update: str, seed: int = 0) -> LdaWorkload:
-    """Pad the corpus to a multiple of W and start from a random assignment."""
+def make_workload(corpus, K: int, W: int, precision: str, update: str, seed: int = 0, alpha: float = ALPHA,
+                  beta: float = BETA) -> LdaWorkload:
+    """Pad the corpus to a multiple of W and start from a random assignment; the priors
+    alpha and beta are the paper's unless given."""
     padded = corpus.padded(W)
     dtype = PRECISIONS[precision]
     doc_ptr = padded.doc_ptr.astype(np.int64)
@@ -126,8 +131,8 @@ def make_workload(corpus, K: int, W: int, precision: str, update: str, seed: int
     word_topic_counts(words, z, nwk, nk)
     theta = np.empty(ndk.shape, dtype=dtype)
     phi = np.empty(nwk.shape, dtype=dtype)
-    mean_for_mode(doc_ptr, ndk, nwk, nk, ALPHA, BETA, theta, phi)
-    return LdaWorkload(doc_ptr, words, padded.vocab_size, K, W, dtype, update, seed, theta, phi)
+    mean_for_mode(doc_ptr, ndk, nwk, nk, alpha, beta, theta, phi)
+    return LdaWorkload(doc_ptr, words, padded.vocab_size, K, W, dtype, update, seed, theta, phi, nwk, alpha, beta)
 
 
 def iterate(work: LdaWorkload, state: LdaState, variant: str, iterations: int, timer, first: int = 0):
@@ -143,6 +148,7 @@ def iterate(work: LdaWorkload, state: LdaState, variant: str, iterations: int, t
             word_topic_counts(work.words, state.z, state.nwk, state.nk)
         with timer.phase("update"):
             if work.update == "mfm":
-                mean_for_mode(work.doc_ptr, state.ndk, state.nwk, state.nk, ALPHA, BETA, state.theta, state.phi)
+                mean_for_mode(work.doc_ptr, state.ndk, state.nwk, state.nk, work.alpha, work.beta, state.theta,
+                              state.phi)
             else:
-                dirichlet_update(gamma_rng, state.ndk, state.nwk, ALPHA, BETA, state.theta, state.phi)
+                dirichlet_update(gamma_rng, state.ndk, state.nwk, work.alpha, work.beta, state.theta, state.phi)

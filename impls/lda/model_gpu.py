@@ -82,7 +82,7 @@ def iterate(work: GpuWorkload, state, variant: str, iterations: int, timer):
     """Run `iterations` full iterations on the GPU, timing each phase."""
     M, K = state.theta.shape
     V = state.phi.shape[0]
-    alpha, beta = model.ALPHA, model.BETA
+    alpha, beta = work.host.alpha, work.host.beta
     for _ in range(iterations):
         with timer.phase("rng"):
             u = state.rng.random(work.num_tokens, dtype=work.host.dtype)

@@ -1,7 +1,7 @@
 """The saber figures: the paper's Figure 9 (time per phase of each stage, stacked, with
 the paper's stage-to-stage changes beside ours), Figure 10 (throughput against chunks,
-workers and threads per block) and Table 2 (the bytes of each array against K, the
-paper's PubMed numbers beside ours)."""
+workers and threads per block), Table 2 (the bytes of each array against K, the
+paper's PubMed numbers beside ours) and the scaling over several GPUs."""
 
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from bench.figures import caption, per_setting, save, save_text, setting_stem
 from bench.results import key_columns
 
-PHASES = ("sample", "rebuild", "preprocess", "transfer", "overlapped")  # G4 overlaps its chunks' phases
+PHASES = ("sample", "rebuild", "preprocess", "transfer", "overlapped", "reduce")  # G4 overlaps its chunks' phases
 # The paper's Sec. 4.1 (NYTimes, K = 1000, GTX 1080): (what, stage, over stage, phase or None for the total, change)
 CLAIMS = (("SL1 PDOW: sampling", "G1", "G0", "sample", -0.40),
           ("SL2 tree: pre-processing", "G2", "G1", "preprocess", -0.98),
@@ -69,7 +69,46 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     for setting, rows in per_setting(df, keys_but_k, always=("dataset",)):
         if rows["K"].nunique() > 1:
             written += _memory_figure(rows, setting, meta, outdir)
-    return written + _tuning_figure(df, keys, meta, outdir)
+    return written + _tuning_figure(df, keys, meta, outdir) + _gpus_figure(df, keys, meta, outdir)
+
+
+def _gpus_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list[Path]:
+    """Tokens/s against the number of GPUs, a line per setting and stage where gpus took
+    several values, beside perfect scaling from one GPU; and the table of speed-ups
+    (medians over repeats, the GPU counts measured in the same run)."""
+    if "gpus" not in df or df["gpus"].nunique() < 2:
+        return []
+    fixed = [k for k in keys if k != "gpus"]
+    lines = [(dict(zip([*fixed, "variant"], name)), line)
+             for name, line in df.groupby([*fixed, "variant"], dropna=False) if line["gpus"].nunique() > 1]
+    if not lines:
+        return []
+    fig = Figure(figsize=(6, 4.5))
+    ax = fig.add_subplot()
+    table = []
+    for i, (setting, line) in enumerate(lines):
+        stats = line.groupby("gpus")["tokens_per_s"].agg(["median", "min", "max"]) / 1e9
+        label = f"{setting['variant']}, {setting['dataset']}, K = {setting['K']:,}"
+        ax.errorbar(stats.index, stats["median"], [stats["median"] - stats["min"], stats["max"] - stats["median"]],
+                    marker="o", capsize=2, color=f"C{i}", label=label)
+        if 1 in stats.index:
+            ax.plot(stats.index, stats.loc[1, "median"] * stats.index, linestyle=":", color=f"C{i}")
+            for gpus, median in stats["median"].items():
+                reduce = line.loc[line["gpus"] == gpus, "reduce_s"].median() / line["iterations"].iloc[0] \
+                    if "reduce_s" in line else np.nan
+                table.append({"setting": label, "GPUs": gpus, "G tokens/s": f"{median:.3f}",
+                              "speed-up": f"{median / stats.loc[1, 'median']:.2f}x",
+                              "efficiency": f"{median / stats.loc[1, 'median'] / gpus:.0%}",
+                              "all-reduce ms/iteration": "" if np.isnan(reduce) else f"{reduce * 1e3:.2f}"})
+    ax.set(xlabel="GPUs", ylabel="G tokens/s (median, min-max)", xticks=sorted(df["gpus"].unique()))
+    ax.set_title("Data parallel over GPUs, B summed through NCCL (dotted: perfect scaling)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    shown = pd.concat([line for _, line in lines])
+    written = save(fig, outdir, "saber-gpus-scaling", caption(meta, shown))
+    if table:
+        written.append(save_text(outdir, "saber-gpus-scaling.md", pd.DataFrame(table).to_markdown(index=False)))
+    return written
 
 
 # Figure 10's panels: the axis swept, and what the paper found (NYTimes, GTX 1080).
@@ -174,12 +213,28 @@ def time_to_target(series: pd.DataFrame, target: float) -> pd.Series:
     return reached.groupby("variant")["wall_s"].min().reindex(series["variant"].unique())
 
 
+# Figure 12 is Figure 11's plot on a corpus beyond one GPU's memory.
+FIGURE_OF_DATASET = {"clueweb-synth": ("Figure 12", "fig12")}
+
+
+def _systems(frame: pd.DataFrame) -> pd.DataFrame:
+    """The variant column naming a system: a variant on several GPUs is a system of its own."""
+    if "gpus" not in frame:
+        return frame
+    gpus = frame["gpus"].fillna(1).astype(int)
+    return frame.assign(variant=np.where(gpus > 1, frame["variant"] + " (" + gpus.astype(str) + " GPUs)",
+                                         frame["variant"]))
+
+
 def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     written, tables = [], []
     if "loglik" not in series:  # no curves (yet) to draw
         return written
-    series = series.dropna(subset=["loglik"])
-    for setting, curves in per_setting(series, [k for k in FIT_KEYS if k in series], always=("dataset", "K")):
+    df, series = _systems(df), _systems(series.dropna(subset=["loglik"]))
+    keys = [k for k in FIT_KEYS if k in series]
+    settings = [setting for _, corpus in series.groupby("dataset")  # a corpus's own settings name its figures
+                for setting in per_setting(corpus, keys, always=("dataset", "K"))]
+    for setting, curves in settings:
         rows = df.merge(pd.DataFrame([setting]), on=list(setting))
         ceiling, true_phi = (float(rows[column].median()) if column in rows else float("nan")
                              for column in ("ceiling", "true_phi_loglik"))
@@ -197,11 +252,12 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
         ax.axhline(target, color="0.5", linestyle=":", linewidth=1, label="target")
         ax.set(xscale="log", xlabel="training seconds (evaluation excluded)",
                ylabel="held-out log-likelihood per token")
-        ax.set_title("Figure 11: held-out log-likelihood against time (" +
+        figure, stem = FIGURE_OF_DATASET.get(setting["dataset"], ("Figure 11", "fig11"))
+        ax.set_title(f"{figure}: held-out log-likelihood against time (" +
                      ", ".join(f"{k}={v}" for k, v in setting.items()) + ")", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
-        written += save(fig, outdir, setting_stem("fig11-loglik-vs-time", setting),
+        written += save(fig, outdir, setting_stem(f"{stem}-loglik-vs-time", setting),
                         caption(meta, rows) + f"\nOne evaluator for every system (impls/saber/heldout.py); target: "
                         f"{rule}.")
         tables.append(_fit_table(setting, curves, rows, target))
@@ -217,7 +273,9 @@ def _fit_table(setting: dict, curves: pd.DataFrame, rows: pd.DataFrame, target: 
     any system (a quality every system reaches), and G4's speed-up on each."""
     final = rows.groupby("variant")["final_loglik"].median()
     worst = float(final.min())
-    table = pd.DataFrame({"system": final.index, "final log-likelihood": final.map("{:.4f}".format).values})
+    table = pd.DataFrame({"system": final.index, "final log-likelihood": final.map("{:.4f}".format).values,
+                          "tokens/s": rows.groupby("variant")["tokens_per_s"].median().reindex(final.index).map(
+                              lambda r: f"{r / 1e6:,.1f} M").values})
     for label, level in (("target", target), ("worst final", worst)):
         seconds = time_to_target(curves, level).reindex(final.index)
         table[f"seconds to {label}"] = seconds.map(lambda s: "not reached" if np.isnan(s) else f"{s:.3g}").values

@@ -1,17 +1,19 @@
 """The `saber-fit` suite: LDA trained to a held-out quality, every system against one
 evaluator (impls/saber/heldout.py), its curve of held-out log-likelihood per token against
-training time (the paper's Figure 11).
+training time (the paper's Figures 11 and 12).
 
 Every system trains on the same documents (the corpus less the held-out ones) with
-alpha = 50/K and beta = 0.01, for `iterations` sweeps (G4, G0 and ESCA from one seeded
-start, tomotopy from its own); every
-`eval_every` sweeps (and at 0 and the last) its counts B are handed to the evaluator,
-untimed. Systems: SaberLDA's G4 and G0 on the GPU (the suite `saber`'s code), ESCA on the
-CPU (the twin of G3, its E-step on every core), and tomotopy (collapsed Gibbs, every core)
-as a peer. On a synthetic corpus every row also carries the ceiling (the evaluated tokens'
-mean log-likelihood under the generating theta and phi) and what the evaluator gives the
-generating phi (theta folded in from the observed half with alpha = 50/K, as for every
-system): a reference for what recovering the topics is worth, not a bound.
+alpha = 50/K and beta = 0.01, for `iterations` sweeps (G4, G0 and the CPU systems from one
+seeded start, the peers from their own); every `eval_every` sweeps (and at 0 and the last)
+its counts B are handed to the evaluator, untimed. Systems: SaberLDA's G4 and G0 on the GPU
+(the suite `saber`'s code: resident or streamed, on one GPU or several), ESCA on the CPU
+(the twin of G3, its E-step on every core), a diagnostic on the CPU (ESCA's loop with
+collapsed Gibbs's conditional, the token's own topic left out), and two peers: the lda
+suite's dense GPU sampler and tomotopy (collapsed Gibbs, every core). On a synthetic corpus
+every row also carries the ceiling (the evaluated tokens' mean log-likelihood under the
+generating theta and phi) and what the evaluator gives the generating phi (theta folded in
+from the observed half with alpha = 50/K, as for every system): a reference for what
+recovering the topics is worth, not a bound.
 """
 
 import os
@@ -24,6 +26,8 @@ from bench.corpus import Corpus, HeldOut, cached_corpus
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
 from bench.specs import parse_ints
 from bench.timing import RunContext
+from impls.lda import model as lda_model
+from impls.lda import model_gpu as lda_gpu
 from impls.saber import figures, heldout, model, stream
 from impls.saber.suite import SEED, SaberSuite, Workload, iterate
 
@@ -33,29 +37,32 @@ SABER_AXES = {axis.name: axis for axis in SaberSuite.axes}
 @dataclass
 class FitWorkload:
     train: Workload  # the saber suite's workload of the training documents
-    held: HeldOut
+    held: HeldOut  # the split: the training documents, and the held-out ones as split
+    evaluation: HeldOut  # the held-out halves, their words renumbered to `rows` (heldout.compact)
+    rows: np.ndarray  # the word ids the held-out documents use
     ceiling: float  # under the generating theta and phi; nan where the corpus has no generating model
     true_phi_loglik: float  # the evaluator on the generating phi (a reference, not a bound)
     eval_every: int
     alpha: float
 
 
-def _evaluation(work: FitWorkload, to_host=np.asarray):
-    """observe(iteration, b) for the saber runs: the held-out log-likelihood every
-    eval_every iterations, at 0 and at the last."""
+def _evaluation(work: FitWorkload):
+    """observe(iteration, b) for every system: the held-out log-likelihood every
+    eval_every iterations, at 0 and at the last, from counts B on the host or a GPU."""
 
     def observe(iteration: int, b) -> dict:
         if iteration % work.eval_every and iteration != work.train.iterations:
             return {}
-        phi = heldout.phi_of(to_host(b), float(model.BETA))
-        return {"loglik": heldout.log_likelihood(work.held, phi, work.alpha)}
+        phi = heldout.phi_of(b, float(model.BETA), work.rows)
+        return {"loglik": heldout.log_likelihood(work.evaluation, phi, work.alpha)}
 
     return observe
 
 
 class SaberFitSuite(Suite):
     name = "saber-fit"
-    description = "LDA to a held-out quality: SaberLDA (G4, G0) on the GPU, ESCA on the CPU, tomotopy, one evaluator"
+    description = ("LDA to a held-out quality: SaberLDA (G4, G0) on the GPU, ESCA on the CPU, a dense GPU sampler and "
+                   "tomotopy, one evaluator")
     axes = (
         replace(SABER_AXES["dataset"], default=lambda backend, given: "kos" if backend == "cpu" else "nytimes-synth"),
         SABER_AXES["scale"],
@@ -64,12 +71,20 @@ class SaberFitSuite(Suite):
         Axis("eval_every", "5", lambda s: parse_ints(s, "eval_every"), "iterations between held-out evaluations"),
         SABER_AXES["chunks"],
         SABER_AXES["workers"],
+        SABER_AXES["memory"],
+        SABER_AXES["gpus"],
     )
     variants = (
-        Variant("G4", "SaberLDA G4 (the saber suite's), resident", devices=("gpu",)),
+        Variant("G4", "SaberLDA G4 (the saber suite's)", devices=("gpu",)),
         Variant("G0", "SaberLDA G0 (the saber suite's): what the stages buy in time to quality", devices=("gpu",)),
         Variant("esca-cpu", "ESCA on the CPU: the twin of G3, its E-step on every core, its rebuild on one",
                 devices=("cpu",)),
+        Variant("delayed-gibbs-cpu", "collapsed Gibbs's conditional (the token's own topic left out of A, B and n_k) "
+                "with ESCA's counts of the last iteration, dense over K, on every core: ESCA less its one approximation",
+                devices=("cpu",)),
+        Variant("dense-gpu", "the lda suite's dense (uncollapsed) Gibbs sampler on the GPU, its fastest draw-z "
+                "(warpscan, float32), theta and phi drawn from their Dirichlet conditionals: a dense GPU LDA, the role "
+                "BIDMach has in the paper", devices=("gpu",), peer=True),
         Variant("tomotopy", "tomotopy's LDAModel, collapsed Gibbs on every core, alpha fixed", devices=("cpu",),
                 peer=True, needs=("tomotopy",)),
     )
@@ -92,32 +107,41 @@ class SaberFitSuite(Suite):
                         "to repeat" + ("; CPU default: kos, K = 100, 20 iterations" if backend == "cpu" else ""))
 
     def check(self, points: list[dict]) -> None:
-        SaberSuite.check(self, points)
+        SaberSuite.check(self, points)  # the GPUs asked for, and corpora with something to sample
 
     def prepare(self, point: dict) -> FitWorkload:
         corpus = cached_corpus(point["dataset"], point["scale"])
-        held = heldout.split(corpus)
+        held = _split(point["dataset"], point["scale"])
         doc_ptr, words = held.train.doc_ptr, held.train.words
+        gpus, budget = point["gpus"], point["memory"]
+        chunks, resident = stream.chunks_for_budget(doc_ptr, corpus.vocab_size, point["K"], point["chunks"],
+                                                    point["workers"], budget, gpus)
         train = Workload(doc_ptr, words, corpus.vocab_size, point["K"], point["iterations"],
-                         model.chunk_layout(doc_ptr, words, point["chunks"]), point["workers"])
-        if point["backend"] == "gpu":
-            train.corpus = stream.load(train.layout, train.vocabulary, True, 0.0)
+                         _train_layout(point["dataset"], point["scale"], chunks * gpus), point["workers"])
+        if point["backend"] == "gpu":  # streamed from pinned host memory where the budget needs it
+            train.corpus = stream.load(train.layout, train.vocabulary, resident, budget, gpus)
         _warm_up(held.train, corpus.vocab_size, point)
         has_model = corpus.true_theta is not None and corpus.true_phi is not None
         alpha = float(model.alpha_of(point["K"]))
         ceiling, true_phi = float("nan"), float("nan")
+        evaluation, rows = heldout.compact(held)
         if has_model:
-            ceiling = heldout.ceiling(held)
-            true_phi = heldout.log_likelihood(held, corpus.true_phi, float(model.alpha_of(corpus.true_phi.shape[1])))
-        return FitWorkload(train, held, ceiling, true_phi, point["eval_every"], alpha)
+            ceiling = heldout.ceiling(evaluation)
+            true_phi = heldout.log_likelihood(evaluation, corpus.true_phi[rows],
+                                              float(model.alpha_of(corpus.true_phi.shape[1])))
+        return FitWorkload(train, held, evaluation, rows, ceiling, true_phi, point["eval_every"], alpha)
 
     def run(self, work: FitWorkload, variant: str, ctx) -> dict:
         if variant == "tomotopy":
             _tomotopy(work, ctx)
+        elif variant == "delayed-gibbs-cpu":
+            _delayed_gibbs(work, ctx)
+        elif variant == "dense-gpu":
+            _dense_gpu(work, ctx)
         elif variant == "esca-cpu":
             iterate(work.train, "G3", ctx, "cpu", _evaluation(work))
         else:
-            iterate(work.train, variant, ctx, "gpu", _evaluation(work, lambda b: b.get()))
+            iterate(work.train, variant, ctx, "gpu", _evaluation(work))
         return {"final_loglik": ctx.series[-1]["loglik"], "ceiling": work.ceiling, "true_phi_loglik": work.true_phi_loglik,
                 "heldout_documents": work.held.evaluated.num_docs, "evaluated_tokens": work.held.evaluated.num_tokens}
 
@@ -128,6 +152,18 @@ class SaberFitSuite(Suite):
         return figures.render_fit(df, series, meta, outdir)
 
 
+@model.latest_only
+def _split(dataset: str, scale: float) -> HeldOut:
+    return heldout.split(cached_corpus(dataset, scale))
+
+
+@model.latest_only
+def _train_layout(dataset: str, scale: float, chunks: int) -> list:
+    """The training documents' chunks, laid out once for every K of a sweep."""
+    train = _split(dataset, scale).train
+    return model.chunk_layout(train.doc_ptr, train.words, chunks)
+
+
 WARM_UP_DOCUMENTS = 100
 
 
@@ -136,15 +172,68 @@ def _warm_up(train: Corpus, vocabulary: int, point: dict) -> None:
     and CuPy's compilations depend on the types alone, and are then not timed."""
     documents = min(WARM_UP_DOCUMENTS, train.num_docs)
     doc_ptr, words = train.doc_ptr[:documents + 1], train.words[:train.doc_ptr[documents]]
-    work = Workload(doc_ptr, words, vocabulary, point["K"], 1, model.chunk_layout(doc_ptr, words, 1), 2)
+    gpus = point["gpus"]
+    work = Workload(doc_ptr, words, vocabulary, point["K"], 1, model.chunk_layout(doc_ptr, words, gpus), 2)
     systems = [("G3", "cpu")]
-    if point["backend"] == "gpu":
-        work.corpus = stream.load(work.layout, vocabulary, True, 0.0)
+    if point["backend"] == "gpu":  # every GPU's kernels loaded, and NCCL's communicators made
+        work.corpus = stream.load(work.layout, vocabulary, True, 0.0, gpus)
         systems += [("G4", "gpu"), ("G0", "gpu")]
+        dense = _dense_workload(replace(train, doc_ptr=doc_ptr, words=words, true_theta=None), point["K"])
+        lda_gpu.iterate(dense[1], dense[2], DENSE_DRAW_Z, 1, RunContext("gpu"))
     for stage, device in systems:
         ctx = RunContext(device)
         with ctx.timed():
             iterate(work, stage, ctx, device)
+
+
+DENSE_DRAW_Z = "warpscan"
+
+
+def _dense_workload(train: Corpus, topics: int) -> tuple:
+    """The lda suite's application on the GPU at alpha = 50/K, beta = 0.01, from its own
+    seeded start: (its host workload, its GPU workload, a fresh state)."""
+    host = lda_model.make_workload(train, topics, 32, "f32", "dirichlet", SEED, float(model.alpha_of(topics)),
+                                   float(model.BETA))
+    device = lda_gpu.to_gpu(host)
+    return host, device, device.fresh_state()
+
+
+def _dense_gpu(work: FitWorkload, ctx) -> None:
+    """The dense GPU sampler; its word-topic counts are the B handed to the evaluator."""
+    train = work.train
+    with ctx.untimed():
+        host, device, state = _dense_workload(work.held.train, train.topics)
+    observe = _evaluation(work)
+    with ctx.untimed():
+        loglik = observe(0, host.nwk0)["loglik"]
+    ctx.record(0, loglik=loglik)
+    for start in range(0, train.iterations, work.eval_every):
+        sweeps = min(work.eval_every, train.iterations - start)
+        lda_gpu.iterate(device, state, DENSE_DRAW_Z, sweeps, ctx)
+        with ctx.untimed():
+            loglik = observe(start + sweeps, state.nwk)["loglik"]
+        ctx.record(start + sweeps, loglik=loglik)
+
+
+def _delayed_gibbs(work: FitWorkload, ctx) -> None:
+    """ESCA's loop (the twin's initial topics, counts rebuilt from z every iteration) with
+    the delayed Gibbs E-step."""
+    train = work.train
+    observe = _evaluation(work)
+    with ctx.untimed():
+        z = model.initial_topics(train.tokens, train.topics, train.seed)
+        counts = model.count(train.doc_ptr, train.words, z, train.vocabulary, train.topics)
+        initial = observe(0, counts.b)
+    ctx.record(0, **initial)
+    for iteration in range(train.iterations):
+        with ctx.phase("sample"):
+            z = model.delayed_gibbs_e_step(train.doc_ptr, train.words, z, counts, train.seed, iteration)
+        with ctx.phase("rebuild"):
+            counts = model.count(train.doc_ptr, train.words, z, train.vocabulary, train.topics)
+        with ctx.untimed():
+            observed = observe(iteration + 1, counts.b)
+        if observed:
+            ctx.record(iteration + 1, **observed)
 
 
 def _tomotopy(work: FitWorkload, ctx) -> None:

@@ -10,6 +10,10 @@
 #   bash impls/saber/gpu_check.sh tuning   # Figure 10: chunks, workers and threads per block, streamed
 #   bash impls/saber/gpu_check.sh fit      # Figure 11 (suite saber-fit): the GPU tests, then held-out
 #                                          # log-likelihood against time, every system ($FIT_SWEEPS)
+#   bash impls/saber/gpu_check.sh gpus     # several GPUs (NCCL): the GPU tests and bench verify on
+#                                          # 2 GPUs, then $SWEEPS and $FIT_SWEEPS
+#   bash impls/saber/gpu_check.sh fig12    # Figure 12: clueweb-synth (2 billion tokens, generated here)
+#                                          # streamed through G4 at K = 5000 and 10,000
 # With no mode: check, sweep and profile.
 source impls/gpu_check_setup.sh saber-gpu-check.log saber.csv saber.json saber-series.csv saber-fit.csv saber-fit.json \
   saber-fit-series.csv
@@ -76,6 +80,24 @@ if [ "$MODE" = fit ]; then
   step python3 -m pytest -q -ra tests/test_saber_gpu.py
   step $VERIFY --K 33,1000 --iterations 1
   sweeps saber-fit "${FIT_SWEEPS:-}"
+fi
+if [ "$MODE" = gpus ]; then
+  step nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
+  step nvidia-smi topo -m
+  step python3 -m pytest -q -ra tests/test_saber_gpu.py
+  step $VERIFY --K 33,1000 --gpus 2
+  step $VERIFY $STREAMED --gpus 2
+  # No compute-sanitizer here: under it the two-GPU run hung inside NCCL (8 minutes, 2026-11-22).
+  # The kernels are the one-GPU ones, which the check mode runs it on.
+  sweeps saber "${SWEEPS:-}"
+  sweeps saber-fit "${FIT_SWEEPS:-}"
+fi
+if [ "$MODE" = fig12 ]; then
+  # 2 billion tokens: over 100 GiB of host memory with the pinned chunks (K = 10,000 ran out
+  # of the one-GPU machine's 125 GiB); generated with the GPU's help (about 4 minutes), then G4
+  # streamed through a 64 GiB budget, 20 iterations.
+  step python3 -m bench sweep saber-fit --backend gpu --out $DIR --dataset clueweb-synth --K 5000,10000 \
+    --iterations 20 --eval_every 5 --chunks 10 --workers 4 --memory 64 --variant G4
 fi
 if [ "$MODE" = pubmed ]; then
   # Generated on this machine's CPU (minutes; cached in datasets/cache while it stays warm).

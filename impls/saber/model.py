@@ -12,11 +12,13 @@ in document order, so any processing order (document order, PDOW, chunks) gives 
 same topics. M-step: A and B recounted from z.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
+from bench.backend import gpu_array_module, to_host
 from bench.errors import BenchError
 from impls.saber import philox
 from impls.saber.structures import (LEVEL3, MAX_TOPICS, W, alias_sample, build_alias, build_tree, chunked_scan,
@@ -195,6 +197,38 @@ def e_step(order: np.ndarray, doc_of: np.ndarray, words: np.ndarray, counts: Cou
     return z
 
 
+@numba.njit(parallel=True, cache=True)
+def _delayed_gibbs_e_step(doc_ptr, words, z_old, a_ptr, a_idx, a_val, b, totals, alpha, beta, seed, iteration, z):
+    topics, v_beta = b.shape[1], b.shape[0] * beta
+    for d in numba.prange(doc_ptr.size - 1):
+        a = np.zeros(topics)
+        for i in range(a_ptr[d], a_ptr[d + 1]):
+            a[a_idx[i]] = a_val[i]
+        cdf = np.empty(topics)
+        for t in range(doc_ptr[d], doc_ptr[d + 1]):
+            v, old = words[t], z_old[t]
+            total = 0.0
+            for k in range(topics):
+                own = 1.0 if k == old else 0.0
+                total += (a[k] - own + alpha) * (b[v, k] - own + beta) / (totals[k] - own + v_beta)
+                cdf[k] = total
+            u, _ = philox.token_uniforms(seed, iteration, t)
+            z[t] = min(np.searchsorted(cdf, u * total, side="right"), topics - 1)
+
+
+def delayed_gibbs_e_step(doc_ptr: np.ndarray, words: np.ndarray, z: np.ndarray, counts: Counts, seed: int,
+                         iteration: int) -> np.ndarray:
+    """New topics from collapsed Gibbs's conditional, every token's own topic left out of
+    A, B and n_k, with ESCA's bulk-synchronous counts (the last iteration's), dense over K:
+    ESCA's E-step less its one approximation (Eq. 1 counts the token's own topic)."""
+    new = np.empty(words.size, np.int32)
+    topics = counts.b.shape[1]
+    _delayed_gibbs_e_step(doc_ptr, words, z, counts.a_ptr, counts.a_idx, counts.a_val, counts.b,
+                          counts.topic_totals.astype(np.float64), float(alpha_of(topics)), float(BETA),
+                          np.uint32(seed), np.uint32(iteration), new)
+    return new
+
+
 @numba.njit(cache=True)
 def _initial_topics(seed, topics, z):
     for t in range(z.size):
@@ -241,11 +275,15 @@ class Chunk:
 SEGMENT_TOKENS = 2048  # a frequent word's tokens are cut into segments of at most this many
 
 
-def chunk_layout(doc_ptr: np.ndarray, words: np.ndarray, chunks: int) -> list[Chunk]:
+def chunk_layout(doc_ptr: np.ndarray, words: np.ndarray, chunks: int, xp=None) -> list[Chunk]:
     """The documents partitioned into `chunks` runs of about equal tokens (fewer when
     documents are fewer or longer), each laid out for the GPU. A word's tokens in a chunk
     form segments of at most SEGMENT_TOKENS: with a segment per word, the few frequent
-    words (Zipf) would leave one block of the GPU working on millions of tokens."""
+    words (Zipf) would leave one block of the GPU working on millions of tokens. xp, the
+    array module of the stable sort by word (the same order either way), is CuPy where
+    there is a GPU: numpy's takes minutes on a billion tokens."""
+    if xp is None:
+        xp = gpu_array_module() or np
     documents = doc_ptr.size - 1
     cuts = np.searchsorted(doc_ptr, np.linspace(0, doc_ptr[-1], chunks + 1)[1:-1])
     bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, documents), [documents]]))
@@ -256,7 +294,7 @@ def chunk_layout(doc_ptr: np.ndarray, words: np.ndarray, chunks: int) -> list[Ch
             raise BenchError(f"a chunk of {t1 - t0:,} tokens: positions are int32; use more chunks")
         local_ptr = (doc_ptr[d0:d1 + 1] - t0).astype(np.int32)
         chunk_words = words[t0:t1]
-        by_word = np.argsort(chunk_words, kind="stable").astype(np.int32)
+        by_word = to_host(xp.argsort(xp.asarray(chunk_words), kind="stable").astype(np.int32))
         sorted_words = chunk_words[by_word]
         word_ptr = np.flatnonzero(np.diff(sorted_words, prepend=-1, append=-1))
         pieces = -(-np.diff(word_ptr) // SEGMENT_TOKENS)
@@ -266,6 +304,22 @@ def chunk_layout(doc_ptr: np.ndarray, words: np.ndarray, chunks: int) -> list[Ch
         layout.append(Chunk(t0, int(d0), local_ptr, np.repeat(np.arange(d1 - d0, dtype=np.int32), np.diff(local_ptr)),
                             chunk_words, by_word, segment_ptr, schedule))
     return layout
+
+
+def latest_only(function):
+    """`function` cached for its latest arguments alone, the value kept before is dropped before
+    a new one is computed: two layouts of a 2-billion-token corpus (17 GB each) must not live
+    at once, as they would in an lru_cache of size 1."""
+    latest = {}
+
+    @functools.wraps(function)
+    def cached(*args):
+        if args not in latest:
+            latest.clear()
+            latest[args] = function(*args)
+        return latest[args]
+
+    return cached
 
 
 def pdow_order(layout: list[Chunk]) -> np.ndarray:

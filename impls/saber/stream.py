@@ -9,11 +9,21 @@ one after another on one stream, each phase timed; G4 gives them to `workers` CU
 streams, so that one chunk's copies overlap another's kernels, and is timed as a whole
 (its phase "overlapped").
 
+On several GPUs (data parallel) each GPU holds a contiguous share of the chunks, its z and
+A, and counts its own tokens into its own B; every iteration the GPUs sum their B's
+through NCCL (an in-place all-reduce, phase "reduce") and each computes B^ and the
+structures from the sum. A host thread per GPU issues its chunks (a chunk's sort of long
+documents waits on its GPU), and the chunks' work is timed as "overlapped". The uniforms
+are per token, so any number of GPUs draws the one-GPU topics.
+
 The budget is enforced: the run raises CuPy's OutOfMemoryError rather than use more.
 """
 
 import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -47,14 +57,15 @@ def chunk_bytes(tokens: int, documents: int) -> int:
 
 
 def chunks_for_budget(doc_ptr: np.ndarray, vocabulary: int, topics: int, chunks: int, workers: int,
-                      budget_gib: float) -> tuple[int, bool]:
-    """(chunks, resident): the chunks asked for, or more if a slot per worker must hold a
-    chunk within the budget; resident when the budget (0: none) holds them all. A one-line
-    BenchError when the budget does not hold the model and, per worker, the longest document."""
+                      budget_gib: float, gpus: int = 1) -> tuple[int, bool]:
+    """(chunks, resident) per GPU, each GPU holding a 1/gpus share of the corpus and the
+    budget: the chunks asked for, or more if a slot per worker must hold a chunk within
+    the budget; resident when the budget (0: none) holds them all. A one-line BenchError
+    when the budget does not hold the model and, per worker, the longest document."""
     if budget_gib == 0:
         return chunks, True
     budget = int(budget_gib * GIB)
-    tokens, documents = int(doc_ptr[-1]), doc_ptr.size - 1
+    tokens, documents = -(-int(doc_ptr[-1]) // gpus), -(-(doc_ptr.size - 1) // gpus)
     free = budget - model_bytes(vocabulary, topics)
     if free >= chunk_bytes(tokens, documents):
         return chunks, True
@@ -73,16 +84,18 @@ def _size(size: int) -> str:
 
 @dataclass
 class Corpus:
-    """The chunks' arrays on the host (pinned where streaming) and, where resident, on the device."""
+    """The chunks' arrays on the host (pinned where streaming) and, where resident, on
+    their GPUs: chunk i on GPU gpu_of[i], each GPU a contiguous run of chunks."""
 
     host: list[gpu.ChunkArrays]
-    device: list[gpu.ChunkArrays] | None  # resident: every chunk's arrays on the device
+    device: list[gpu.ChunkArrays] | None  # resident: every chunk's arrays on its GPU
     vocabulary: int
-    budget: int  # bytes (0: none)
+    budget: int  # bytes per GPU (0: none)
+    gpu_of: list[int]
 
     @property
-    def device_bytes(self) -> int:
-        return sum(getattr(c, name).nbytes for c in self.device or () for name in gpu.ChunkArrays.ARRAYS)
+    def gpus(self) -> int:
+        return max(self.gpu_of) + 1
 
     def bytes_of(self, names) -> int:
         """The bytes of the chunks' arrays `names`, all of them (on the host)."""
@@ -115,11 +128,30 @@ def on_device(chunk: gpu.ChunkArrays) -> gpu.ChunkArrays:
                            **{name: cupy.asarray(getattr(chunk, name)) for name in gpu.ChunkArrays.ARRAYS})
 
 
-def load(layout: list[model.Chunk], vocabulary: int, resident: bool, budget_gib: float) -> Corpus:
-    """The chunks' arrays: uploaded once where resident, pinned on the host where streaming."""
+def gpu_of_chunks(chunks: int, gpus: int) -> list[int]:
+    """The GPU of each chunk: `gpus` contiguous runs of chunks, as even as the count allows
+    (the chunks have about equal tokens)."""
+    if chunks < gpus:
+        raise BenchError(f"{chunks} chunk(s) for {gpus} GPUs: the corpus has too few documents to share")
+    return [index * gpus // chunks for index in range(chunks)]
+
+
+def load(layout: list[model.Chunk], vocabulary: int, resident: bool, budget_gib: float, gpus: int = 1) -> Corpus:
+    """The chunks' arrays: uploaded once to their GPUs where resident, pinned on the host
+    where streaming; the chunks in `gpus` contiguous runs of about equal tokens."""
+    import cupy
+
+    gpu_of = gpu_of_chunks(len(layout), gpus)
+    if not resident:  # pinned blocks an earlier corpus left in CuPy's pool go back first (tens of GB)
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
     host = [host_chunk(chunk, pinned=not resident) for chunk in layout]
-    return Corpus(host, [on_device(chunk) for chunk in host] if resident else None, vocabulary,
-                  int(budget_gib * GIB))
+    device = None
+    if resident:
+        device = []
+        for chunk, g in zip(host, gpu_of):
+            with cupy.cuda.Device(g):
+                device.append(on_device(chunk))
+    return Corpus(host, device, vocabulary, int(budget_gib * GIB), gpu_of)
 
 
 class _Slot:
@@ -148,25 +180,107 @@ def no_observation(iteration: int, b) -> dict:
     return {}
 
 
+@cache
+def communicators(gpus: int) -> list:
+    """NCCL communicators of GPUs 0 to gpus - 1, one process driving them all."""
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # no NVLink multicast: it can take a shared host's GPUs down
+    try:
+        from cupy.cuda import nccl
+    except ImportError as error:
+        raise BenchError(f"several GPUs need NCCL, which CuPy cannot load here ({error})") from error
+    return nccl.NcclCommunicator.initAll(list(range(gpus)))
+
+
+class _Shard:
+    """One GPU's part of a run: its chunks (indices into the corpus), its counts B, its
+    workers' streams and, where streaming, their slots."""
+
+    def __init__(self, corpus: Corpus, gpu_id: int, topics: int, workers: int):
+        import cupy
+
+        self.device = cupy.cuda.Device(gpu_id)
+        self.chunks = [i for i, g in enumerate(corpus.gpu_of) if g == gpu_id]
+        with self.device:
+            self.streams = [cupy.cuda.Stream(non_blocking=False) for _ in range(workers)] if workers > 1 else \
+                [cupy.cuda.Stream.null]
+            self.slots = None if corpus.device else \
+                [_Slot([corpus.host[i] for i in self.chunks], s) for s in self.streams]
+            self.b = cupy.zeros((corpus.vocabulary, topics), cupy.int32)
+        self.bhat = self.structures = None
+
+    def place(self, corpus: Corpus, index: int, names) -> tuple[gpu.ChunkArrays, object]:
+        """Chunk `index` on the GPU (its arrays `names` copied in where streaming) and its slot."""
+        if corpus.device:
+            return corpus.device[index], None
+        slot = self.slots[self.chunks.index(index) % len(self.slots)]
+        return slot.copy_in(corpus.host[index], names), slot
+
+    def done(self):
+        """An event on this GPU's null stream after everything issued to it."""
+        import cupy
+
+        with self.device:
+            for stream in self.streams:
+                cupy.cuda.Stream.null.wait_event(stream.record())
+            return cupy.cuda.Stream.null.record()
+
+
+def _sum_counts(shards: list[_Shard]) -> None:
+    """Every GPU's B becomes the sum of all of them (in place, on each GPU's null stream),
+    and GPU 0's null stream (the clock's) waits for every GPU."""
+    import cupy
+    from cupy.cuda import nccl
+
+    if len(shards) == 1:
+        return
+    group = communicators(len(shards))  # made outside the group: their creation is no group call
+    nccl.groupStart()
+    for shard, communicator in zip(shards, group):
+        with shard.device:
+            communicator.allReduce(shard.b.data.ptr, shard.b.data.ptr, shard.b.size, nccl.NCCL_INT32, nccl.NCCL_SUM,
+                                   cupy.cuda.Stream.null.ptr)
+    nccl.groupEnd()
+    _wait_for(shards, [shard.done() for shard in shards])
+
+
+def _wait_for(shards: list[_Shard], events) -> None:
+    import cupy
+
+    with shards[0].device:
+        for event in events[1:]:
+            cupy.cuda.Stream.null.wait_event(event)
+
+
 def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool,
             workers: int, seed: int, ctx, threads: int = 0, observe=no_observation) -> tuple[np.ndarray, dict]:
     """The iterations of a stage from the seeded initial topics (the twin's): z on the host,
     and the final kd_mean and the bytes of B + B^, of the structures and of the device
-    memory the run held (CuPy's pool: the resident chunks and the run's peak).
+    memory the run held (CuPy's pools of every GPU: the resident chunks and the run's peak).
     workers > 1: G4's asynchronous workers; threads: the sampling kernels' blocks (gpu.e_step);
     observe(iteration, b): values to record beside kd_mean, untimed (iteration 0: the initial counts)."""
     import cupy
 
     pool = cupy.get_default_memory_pool()
-    pool.free_all_blocks()  # what the pool holds after the run is then the run's
-    if corpus.budget:  # the run's arrays and the resident chunks within it, besides what others hold
-        pool.set_limit(size=pool.used_bytes() - corpus.device_bytes + corpus.budget)
+    devices = [cupy.cuda.Device(g) for g in range(corpus.gpus)]
+    for g, device in enumerate(devices):
+        with device:
+            pool.free_all_blocks()  # what the pool holds after the run is then the run's
+            if corpus.budget:  # the run's arrays and the resident chunks within it, besides what others hold
+                resident = sum(getattr(c, name).nbytes for c, on in zip(corpus.device or (), corpus.gpu_of)
+                               if on == g for name in gpu.ChunkArrays.ARRAYS)
+                pool.set_limit(size=pool.used_bytes() - resident + corpus.budget)
     try:
         z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx, threads,
                               observe)
-        return z, {**metrics, "bytes_device": pool.total_bytes()}
+        held = 0
+        for device in devices:
+            with device:
+                held += pool.total_bytes()
+        return z, {**metrics, "bytes_device": held}
     finally:
-        pool.set_limit(size=0)
+        for device in devices:
+            with device:
+                pool.set_limit(size=0)
 
 
 def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool, workers: int,
@@ -175,75 +289,93 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
 
     host = corpus.host
     documents = sum(c.documents for c in host)
-    streams = [cupy.cuda.Stream(non_blocking=False) for _ in range(workers)] if workers > 1 else \
-        [cupy.cuda.Stream.null]
-    slots = None if corpus.device else [_Slot(host, s) for s in streams]
-
-    def place(index: int, names) -> tuple[gpu.ChunkArrays, object]:
-        """Chunk `index` on the device (its arrays `names` copied in where streaming) and its slot."""
-        if corpus.device:
-            return corpus.device[index], None
-        slot = slots[index % workers]
-        return slot.copy_in(host[index], names), slot
+    shards = [_Shard(corpus, g, topics, workers) for g in range(corpus.gpus)]
 
     with ctx.untimed():  # the initial topics and counts
         z = model.initial_topics(sum(c.tokens for c in host), topics, seed)
-        b = cupy.zeros((corpus.vocabulary, topics), cupy.int32)
-        for index, chunk in enumerate(host):
-            placed, slot = place(index, gpu.ChunkArrays.LAYOUT)
-            placed.z.set(z[chunk.first_token:chunk.first_token + chunk.tokens])
-            gpu.rebuild(placed, topics, ssc, b)
-            if slot:
-                slot.copy_out(placed, chunk)
-        cupy.cuda.Device().synchronize()
-        initial = observe(0, b)
+        for shard in shards:
+            with shard.device:
+                for index in shard.chunks:
+                    chunk = host[index]
+                    placed, slot = shard.place(corpus, index, gpu.ChunkArrays.LAYOUT)
+                    placed.z.set(z[chunk.first_token:chunk.first_token + chunk.tokens])
+                    gpu.rebuild(placed, topics, ssc, shard.b)
+                    if slot:
+                        slot.copy_out(placed, chunk)
+        _sum_counts(shards)
+        for shard in shards:
+            shard.device.synchronize()
+        initial = observe(0, shards[0].b)
     if initial:
         ctx.record(0, **initial)
 
-    def step(index: int, chunk: gpu.ChunkArrays, bhat, structures, iteration: int, phase):
+    def step(shard: _Shard, index: int, iteration: int, phase):
         """One chunk's iteration: copied in (streaming), sampled, A and B rebuilt, copied out;
-        its number of non-zeros of A (on the device)."""
+        its number of non-zeros of A (on the GPU)."""
         with phase("transfer"):
-            placed, slot = place(index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
+            placed, slot = shard.place(corpus, index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
         with phase("sample"):
-            gpu.e_step(placed, bhat, structures, seed, iteration, by_word, threads)
+            gpu.e_step(placed, shard.bhat, shard.structures, seed, iteration, by_word, threads)
         with phase("rebuild"):
-            gpu.rebuild(placed, topics, ssc, b)
+            gpu.rebuild(placed, topics, ssc, shard.b)
             non_zeros = placed.n_keys.sum(dtype=cupy.int64)
         with phase("transfer"):
             if slot:
-                slot.copy_out(placed, chunk)
+                slot.copy_out(placed, host[index])
         return non_zeros
 
-    for iteration in range(iterations):
-        with ctx.phase("preprocess"):
-            bhat, structures = gpu.preprocess(b, structure)  # b is zeroed: the next B, which every chunk adds to
-        if workers == 1:
-            non_zeros = [step(index, chunk, bhat, structures, iteration, ctx.phase) for index, chunk in enumerate(host)]
-        else:
+    def issue(shard: _Shard, iteration: int) -> tuple[list, object]:
+        """A GPU's chunks on its workers' streams (from its own host thread where there are
+        several GPUs); their non-zeros, and an event after them."""
+        with shard.device:
             non_zeros = []
-            with ctx.phase("overlapped"):
-                for index, chunk in enumerate(host):
-                    with streams[index % workers]:
-                        non_zeros.append(step(index, chunk, bhat, structures, iteration,
-                                              lambda name: contextlib.nullcontext()))
-                for stream in streams:  # the null stream (the clock's) waits for every worker
-                    cupy.cuda.Stream.null.wait_event(stream.record())
-        sizes = {"bytes_b": b.nbytes + bhat.nbytes, "bytes_structures": structures.nbytes}
-        del bhat, structures
-        kd_mean = float(sum(int(n) for n in non_zeros)) / documents
-        with ctx.untimed():
-            observed = observe(iteration + 1, b)
-        ctx.record(iteration + 1, kd_mean=kd_mean, **observed)
+            for position, index in enumerate(shard.chunks):
+                with shard.streams[position % workers]:
+                    non_zeros.append(step(shard, index, iteration, lambda name: contextlib.nullcontext()))
+        return non_zeros, shard.done()
 
-    cupy.cuda.Device().synchronize()
+    threads_per_gpu = ThreadPoolExecutor(len(shards)) if len(shards) > 1 else None
+    try:
+        for iteration in range(iterations):
+            with ctx.phase("preprocess"):
+                for shard in shards:  # b is zeroed: the next B, which every chunk adds to
+                    with shard.device:
+                        shard.bhat, shard.structures = gpu.preprocess(shard.b, structure)
+            if workers == 1 and len(shards) == 1:
+                non_zeros = [step(shards[0], index, iteration, ctx.phase) for index in shards[0].chunks]
+            else:
+                with ctx.phase("overlapped"):
+                    issued = threads_per_gpu.map(issue, shards, [iteration] * len(shards)) if threads_per_gpu \
+                        else [issue(shards[0], iteration)]
+                    issued = list(issued)
+                    _wait_for(shards, [event for _, event in issued])
+                    non_zeros = [n for shard_non_zeros, _ in issued for n in shard_non_zeros]
+            if len(shards) > 1:
+                with ctx.phase("reduce"):
+                    _sum_counts(shards)
+            sizes = {"bytes_b": shards[0].b.nbytes + shards[0].bhat.nbytes,
+                     "bytes_structures": shards[0].structures.nbytes}
+            for shard in shards:
+                shard.bhat = shard.structures = None
+            kd_mean = float(sum(int(n) for n in non_zeros)) / documents
+            with ctx.untimed():
+                observed = observe(iteration + 1, shards[0].b)
+            ctx.record(iteration + 1, kd_mean=kd_mean, **observed)
+    finally:
+        if threads_per_gpu:
+            threads_per_gpu.shutdown()
+
+    for shard in shards:
+        shard.device.synchronize()
     with ctx.untimed():  # every token counted once in the last B: no chunk was lost on the way
-        counted = int(b.sum(dtype=cupy.int64))
+        with shards[0].device:
+            counted = int(shards[0].b.sum(dtype=cupy.int64))
         if counted != z.size:
             raise BenchError(f"the last iteration counted {counted} of {z.size} tokens")
     for index, chunk in enumerate(host):
         if corpus.device:
-            corpus.device[index].z.get(out=z[chunk.first_token:chunk.first_token + chunk.tokens])
+            with cupy.cuda.Device(corpus.gpu_of[index]):
+                corpus.device[index].z.get(out=z[chunk.first_token:chunk.first_token + chunk.tokens])
         else:
             z[chunk.first_token:chunk.first_token + chunk.tokens] = chunk.z
     return z, {"final_kd_mean": kd_mean, **sizes}

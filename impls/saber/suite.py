@@ -12,7 +12,7 @@ sample (the E-step), rebuild (A and B from z); G4's chunks as one phase, overlap
 """
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import numpy as np
 
@@ -80,6 +80,22 @@ class Workload:
         return model.pdow_order(self.layout)
 
 
+GPUS_AXIS = Axis("gpus", "1", lambda s: parse_ints(s, "gpus", maximum=64),
+                 "GPUs sharing the documents, their counts B summed through NCCL every iteration (chunks and the "
+                 "memory budget are per GPU; the CPU twins ignore it)", tune=True)
+
+
+def check_gpus(points: list[dict]) -> None:
+    """A one-line error where a point asks for more GPUs than the machine has."""
+    wanted = max((p.get("gpus", 1) for p in points if p["backend"] == "gpu"), default=1)
+    if wanted > 1:
+        import cupy
+
+        present = cupy.cuda.runtime.getDeviceCount()
+        if present < wanted:
+            raise BenchError(f"gpus = {wanted} asks for more GPUs than this machine has ({present})")
+
+
 class SaberSuite(Suite):
     name = "saber"
     description = "SaberLDA's sparsity-aware LDA by stage (G0-G4) on the GPU, with exact CPU twins"
@@ -99,15 +115,17 @@ class SaberSuite(Suite):
         Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels, a multiple of 32 "
              "(0: 256, or up to 1024 where B^_v's shared memory leaves room for fewer than 8 blocks an SM)",
              tune=True),
+        GPUS_AXIS,
     )
     variants = tuple(Variant(name, doc, devices=("cpu", "gpu")) for name, doc in DOCS.items())
     reference = "G0"
-    phases = ("preprocess", "transfer", "sample", "rebuild", "overlapped")
+    phases = ("preprocess", "transfer", "sample", "rebuild", "overlapped", "reduce")
     metrics = (
         Metric("tokens_per_s", "tokens/s", better="higher", help="tokens x iterations / seconds"),
         Metric("final_kd_mean", "", help="mean non-zeros per row of A at the end (drives the sampling cost)"),
         Metric("kd_mean", "", per="iteration", help="mean non-zeros per row of A after the iteration"),
-        Metric("chunks_used", "", help="chunks of documents (the chunks asked for, or more for the memory budget)"),
+        Metric("chunks_used", "", help="chunks of documents, on all GPUs (the chunks asked for, or more for the memory "
+               "budget)"),
         Metric("resident", "", help="1: every chunk on the device; 0: streamed from pinned host memory"),
         # Table 2's analogue: the bytes of the arrays the run allocated (where they live: the
         # device, or the host for a streamed corpus), beside what a dense A would take.
@@ -116,7 +134,8 @@ class SaberSuite(Suite):
         Metric("bytes_l", "bytes", help="the tokens (L): their documents, words, topics and the chunks' layout"),
         Metric("bytes_a", "bytes", help="A, sparse (GPU: by slot, a token's worth per token)"),
         Metric("bytes_a_dense", "bytes", help="A dense (D x K int32), as the paper counts it: computed, not allocated"),
-        Metric("bytes_device", "bytes", help="GPU: the device memory the run held (CuPy's pool after the run)"),
+        Metric("bytes_device", "bytes", help="GPU: the device memory the run held (CuPy's pools after the run, all "
+               "GPUs)"),
     )
     plots = (Plot("saber-throughput-vs-k", "Tokens per second against K by stage", x="K", y="tokens_per_s",
                   logx=True),)
@@ -127,6 +146,7 @@ class SaberSuite(Suite):
                         "3 iterations, the numba twins")
 
     def check(self, points: list[dict]) -> None:
+        check_gpus(points)
         for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
             corpus = cached_corpus(dataset, scale)
             for count, what in ((corpus.num_docs, "documents"), (corpus.vocab_size, "words in its vocabulary"),
@@ -136,17 +156,17 @@ class SaberSuite(Suite):
         for point in points:  # a budget too small for one chunk, before anything is allocated
             corpus = cached_corpus(point["dataset"], point["scale"])
             stream.chunks_for_budget(corpus.doc_ptr, corpus.vocab_size, point["K"], point["chunks"],
-                                     point.get("workers", 1), point.get("memory", 0.0))
+                                     point.get("workers", 1), point.get("memory", 0.0), point.get("gpus", 1))
 
     def prepare(self, point: dict) -> Workload:
         corpus = cached_corpus(point["dataset"], point["scale"])
-        workers = point.get("workers", 1)
+        workers, gpus = point.get("workers", 1), point.get("gpus", 1)
         chunks, resident = stream.chunks_for_budget(corpus.doc_ptr, corpus.vocab_size, point["K"], point["chunks"],
-                                                    workers, point.get("memory", 0.0))
+                                                    workers, point.get("memory", 0.0), gpus)
         work = Workload(corpus.doc_ptr, corpus.words, corpus.vocab_size, point["K"], point["iterations"],
-                        _layout(point["dataset"], point["scale"], chunks), workers, point.get("threads", 0))
+                        _layout(point["dataset"], point["scale"], chunks * gpus), workers, point.get("threads", 0))
         if point["backend"] == "gpu":
-            work.corpus = stream.load(work.layout, work.vocabulary, resident, point.get("memory", 0.0))
+            work.corpus = stream.load(work.layout, work.vocabulary, resident, point.get("memory", 0.0), gpus)
         return work
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
@@ -173,6 +193,7 @@ class SaberSuite(Suite):
         Axis("workers", "2", lambda s: parse_ints(s, "workers", maximum=64), "G4's CUDA streams"),
         Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none)"),
         Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels (0: the suite's)"),
+        GPUS_AXIS,
     )
 
     def verify_case(self, point: dict, seed: int) -> dict:
@@ -194,7 +215,7 @@ class SaberSuite(Suite):
         return differ == 0, f"{differ} of {got['topics'].size} topics differ from those of the CPU twin {twin}"
 
 
-@lru_cache(maxsize=1)
+@model.latest_only
 def _layout(dataset: str, scale: float, chunks: int) -> list:
     """The chunks of a corpus, laid out once for every K of a sweep (738M tokens take a minute)."""
     corpus = cached_corpus(dataset, scale)
