@@ -76,6 +76,7 @@ def _gpus_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list
     """Tokens/s against the number of GPUs, a line per setting and stage where gpus took
     several values, beside perfect scaling from one GPU; and the table of speed-ups
     (medians over repeats, the GPU counts measured in the same run)."""
+    df = df[df["backend"] == "gpu"]  # the CPU twins ignore gpus
     if "gpus" not in df or df["gpus"].nunique() < 2:
         return []
     fixed = [k for k in keys if k != "gpus"]
@@ -191,7 +192,7 @@ TARGET_FRACTION = 0.9
 TARGET_MARGIN = 0.01
 # The paper's Figure 11 (NYTimes, K = 1000): SaberLDA's time to quality over each peer's.
 PAPER_SPEEDUPS = {"BIDMach (GPU)": 5.6, "ESCA (CPU)": 4.0, "DMLC (CPU)": 5.4}
-FIT_KEYS = ("dataset", "scale", "K", "iterations", "eval_every", "chunks", "workers")
+FIT_KEYS = ("dataset", "scale", "K", "iterations", "eval_every", "chunks", "workers", "memory")
 
 
 def target_of(series: pd.DataFrame, reference: float) -> tuple[float, str]:
@@ -232,9 +233,9 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
         return written
     df, series = _systems(df), _systems(series.dropna(subset=["loglik"]))
     keys = [k for k in FIT_KEYS if k in series]
-    settings = [setting for _, corpus in series.groupby("dataset")  # a corpus's own settings name its figures
-                for setting in per_setting(corpus, keys, always=("dataset", "K"))]
-    for setting, curves in settings:
+    figures = [figure for _, corpus in series.groupby("dataset")  # a corpus's own settings name its figures
+               for figure in per_setting(corpus, keys, always=("dataset", "K"))]
+    for setting, curves in figures:
         rows = df.merge(pd.DataFrame([setting]), on=list(setting))
         ceiling, true_phi = (float(rows[column].median()) if column in rows else float("nan")
                              for column in ("ceiling", "true_phi_loglik"))

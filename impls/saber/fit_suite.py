@@ -145,6 +145,11 @@ class SaberFitSuite(Suite):
         return {"final_loglik": ctx.series[-1]["loglik"], "ceiling": work.ceiling, "true_phi_loglik": work.true_phi_loglik,
                 "heldout_documents": work.held.evaluated.num_docs, "evaluated_tokens": work.held.evaluated.num_tokens}
 
+    def skip_variant(self, point: dict, variant: str) -> str | None:
+        if point.get("gpus", 1) > 1 and variant not in ("G4", "G0"):
+            return f"{variant} runs on one device: gpus = {point['gpus']} is saber's alone"
+        return None
+
     def derived(self, work: FitWorkload, row: dict) -> dict:
         return {"tokens_per_s": work.train.tokens * work.train.iterations / row["seconds"]}
 

@@ -193,7 +193,9 @@ def communicators(gpus: int) -> list:
 
 class _Shard:
     """One GPU's part of a run: its chunks (indices into the corpus), its counts B, its
-    workers' streams and, where streaming, their slots."""
+    workers' streams and, where streaming, their slots. The streams are blocking ones, so
+    that work on the GPU's legacy null stream (the initial counts, pre-processing, the
+    all-reduce) and the workers' stay ordered; B^ is freed on the null stream."""
 
     def __init__(self, corpus: Corpus, gpu_id: int, topics: int, workers: int):
         import cupy
@@ -208,11 +210,13 @@ class _Shard:
             self.b = cupy.zeros((corpus.vocabulary, topics), cupy.int32)
         self.bhat = self.structures = None
 
-    def place(self, corpus: Corpus, index: int, names) -> tuple[gpu.ChunkArrays, object]:
-        """Chunk `index` on the GPU (its arrays `names` copied in where streaming) and its slot."""
+    def place(self, corpus: Corpus, position: int, names) -> tuple[gpu.ChunkArrays, object]:
+        """This GPU's chunk at `position` on the GPU (its arrays `names` copied in where
+        streaming, through the slot of worker position % workers) and that slot."""
+        index = self.chunks[position]
         if corpus.device:
             return corpus.device[index], None
-        slot = self.slots[self.chunks.index(index) % len(self.slots)]
+        slot = self.slots[position % len(self.slots)]
         return slot.copy_in(corpus.host[index], names), slot
 
     def done(self):
@@ -235,17 +239,22 @@ def _sum_counts(shards: list[_Shard]) -> None:
         return
     group = communicators(len(shards))  # made outside the group: their creation is no group call
     nccl.groupStart()
-    for shard, communicator in zip(shards, group):
-        with shard.device:
-            communicator.allReduce(shard.b.data.ptr, shard.b.data.ptr, shard.b.size, nccl.NCCL_INT32, nccl.NCCL_SUM,
-                                   cupy.cuda.Stream.null.ptr)
-    nccl.groupEnd()
-    _wait_for(shards, [shard.done() for shard in shards])
+    try:
+        for shard, communicator in zip(shards, group):
+            with shard.device:
+                communicator.allReduce(shard.b.data.ptr, shard.b.data.ptr, shard.b.size, nccl.NCCL_INT32,
+                                       nccl.NCCL_SUM, cupy.cuda.Stream.null.ptr)
+    finally:
+        nccl.groupEnd()
+    _wait_for(shards)
 
 
-def _wait_for(shards: list[_Shard], events) -> None:
+def _wait_for(shards: list[_Shard], events=None) -> None:
+    """GPU 0's null stream, where the timing clock records its events, waits for the other
+    GPUs: for `events` (one a GPU, GPU 0's first), or for all each GPU was given so far."""
     import cupy
 
+    events = events or [shard.done() for shard in shards]
     with shards[0].device:
         for event in events[1:]:
             cupy.cuda.Stream.null.wait_event(event)
@@ -295,9 +304,9 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
         z = model.initial_topics(sum(c.tokens for c in host), topics, seed)
         for shard in shards:
             with shard.device:
-                for index in shard.chunks:
+                for position, index in enumerate(shard.chunks):
                     chunk = host[index]
-                    placed, slot = shard.place(corpus, index, gpu.ChunkArrays.LAYOUT)
+                    placed, slot = shard.place(corpus, position, gpu.ChunkArrays.LAYOUT)
                     placed.z.set(z[chunk.first_token:chunk.first_token + chunk.tokens])
                     gpu.rebuild(placed, topics, ssc, shard.b)
                     if slot:
@@ -309,11 +318,11 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
     if initial:
         ctx.record(0, **initial)
 
-    def step(shard: _Shard, index: int, iteration: int, phase):
+    def step(shard: _Shard, position: int, iteration: int, phase):
         """One chunk's iteration: copied in (streaming), sampled, A and B rebuilt, copied out;
         its number of non-zeros of A (on the GPU)."""
         with phase("transfer"):
-            placed, slot = shard.place(corpus, index, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
+            placed, slot = shard.place(corpus, position, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
         with phase("sample"):
             gpu.e_step(placed, shard.bhat, shard.structures, seed, iteration, by_word, threads)
         with phase("rebuild"):
@@ -321,7 +330,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
             non_zeros = placed.n_keys.sum(dtype=cupy.int64)
         with phase("transfer"):
             if slot:
-                slot.copy_out(placed, host[index])
+                slot.copy_out(placed, host[shard.chunks[position]])
         return non_zeros
 
     def issue(shard: _Shard, iteration: int) -> tuple[list, object]:
@@ -329,23 +338,26 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
         several GPUs); their non-zeros, and an event after them."""
         with shard.device:
             non_zeros = []
-            for position, index in enumerate(shard.chunks):
+            for position in range(len(shard.chunks)):
                 with shard.streams[position % workers]:
-                    non_zeros.append(step(shard, index, iteration, lambda name: contextlib.nullcontext()))
+                    non_zeros.append(step(shard, position, iteration, lambda name: contextlib.nullcontext()))
         return non_zeros, shard.done()
 
-    threads_per_gpu = ThreadPoolExecutor(len(shards)) if len(shards) > 1 else None
+    issuers = ThreadPoolExecutor(len(shards)) if len(shards) > 1 else None  # a host thread per GPU
     try:
         for iteration in range(iterations):
             with ctx.phase("preprocess"):
                 for shard in shards:  # b is zeroed: the next B, which every chunk adds to
                     with shard.device:
                         shard.bhat, shard.structures = gpu.preprocess(shard.b, structure)
+                if len(shards) > 1:
+                    _wait_for(shards)
             if workers == 1 and len(shards) == 1:
-                non_zeros = [step(shards[0], index, iteration, ctx.phase) for index in shards[0].chunks]
+                non_zeros = [step(shards[0], position, iteration, ctx.phase)
+                             for position in range(len(shards[0].chunks))]
             else:
                 with ctx.phase("overlapped"):
-                    issued = threads_per_gpu.map(issue, shards, [iteration] * len(shards)) if threads_per_gpu \
+                    issued = issuers.map(issue, shards, [iteration] * len(shards)) if issuers \
                         else [issue(shards[0], iteration)]
                     issued = list(issued)
                     _wait_for(shards, [event for _, event in issued])
@@ -362,8 +374,8 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
                 observed = observe(iteration + 1, shards[0].b)
             ctx.record(iteration + 1, kd_mean=kd_mean, **observed)
     finally:
-        if threads_per_gpu:
-            threads_per_gpu.shutdown()
+        if issuers:
+            issuers.shutdown()
 
     for shard in shards:
         shard.device.synchronize()

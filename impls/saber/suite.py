@@ -129,8 +129,8 @@ class SaberSuite(Suite):
         Metric("resident", "", help="1: every chunk on the device; 0: streamed from pinned host memory"),
         # Table 2's analogue: the bytes of the arrays the run allocated (where they live: the
         # device, or the host for a streamed corpus), beside what a dense A would take.
-        Metric("bytes_b", "bytes", help="B and B^ (V x K, int32 and float32)"),
-        Metric("bytes_structures", "bytes", help="the words' trees or alias tables"),
+        Metric("bytes_b", "bytes", help="B and B^ (V x K, int32 and float32), per GPU"),
+        Metric("bytes_structures", "bytes", help="the words' trees or alias tables, per GPU"),
         Metric("bytes_l", "bytes", help="the tokens (L): their documents, words, topics and the chunks' layout"),
         Metric("bytes_a", "bytes", help="A, sparse (GPU: by slot, a token's worth per token)"),
         Metric("bytes_a_dense", "bytes", help="A dense (D x K int32), as the paper counts it: computed, not allocated"),
