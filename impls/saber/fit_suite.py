@@ -205,19 +205,26 @@ def _dense_workload(train: Corpus, topics: int) -> tuple:
 
 def _dense_gpu(work: FitWorkload, ctx) -> None:
     """The dense GPU sampler; its word-topic counts are the B handed to the evaluator."""
-    train = work.train
     with ctx.untimed():
-        host, device, state = _dense_workload(work.held.train, train.topics)
-    observe = _evaluation(work)
-    with ctx.untimed():
-        loglik = observe(0, host.nwk0)["loglik"]
-    ctx.record(0, loglik=loglik)
-    for start in range(0, train.iterations, work.eval_every):
-        sweeps = min(work.eval_every, train.iterations - start)
-        lda_gpu.iterate(device, state, DENSE_DRAW_Z, sweeps, ctx)
+        host, device, state = _dense_workload(work.held.train, work.train.topics)
+        state.nwk.set(host.nwk0)  # the start's counts, for the first evaluation (each iteration recounts them)
+    _evaluated_runs(work, ctx, lambda sweeps: lda_gpu.iterate(device, state, DENSE_DRAW_Z, sweeps, ctx),
+                    lambda: state.nwk)
+
+
+def _evaluated_runs(work: FitWorkload, ctx, train, counts) -> None:
+    """A peer trained by train(sweeps) in runs of eval_every sweeps, timed; its counts()
+    handed to the evaluator at the start and after each run, untimed."""
+    observe, done = _evaluation(work), 0
+    while True:
         with ctx.untimed():
-            loglik = observe(start + sweeps, state.nwk)["loglik"]
-        ctx.record(start + sweeps, loglik=loglik)
+            loglik = observe(done, counts())["loglik"]
+        ctx.record(done, loglik=loglik)
+        if done == work.train.iterations:
+            return
+        sweeps = min(work.eval_every, work.train.iterations - done)
+        train(sweeps)
+        done += sweeps
 
 
 def _delayed_gibbs(work: FitWorkload, ctx) -> None:
@@ -264,18 +271,12 @@ def _tomotopy(work: FitWorkload, ctx) -> None:
             b[ids, k] = np.rint(lda.get_topic_word_dist(k, normalize=False) - lda.eta).astype(np.int64)
         return b
 
-    observe = _evaluation(work)
-    with ctx.untimed():
-        loglik = observe(0, counts())["loglik"]
-    ctx.record(0, loglik=loglik)
-    for start in range(0, train.iterations, work.eval_every):
-        sweeps = min(work.eval_every, train.iterations - start)
+    def sweeps(count: int) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            lda.train(sweeps, workers=os.cpu_count())
-        with ctx.untimed():
-            loglik = observe(start + sweeps, counts())["loglik"]
-        ctx.record(start + sweeps, loglik=loglik)
+            lda.train(count, workers=os.cpu_count())
+
+    _evaluated_runs(work, ctx, sweeps, counts)
 
 
 SUITE = SaberFitSuite()
