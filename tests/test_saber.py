@@ -186,22 +186,33 @@ def test_e_step_draws_from_the_exact_conditional(kind, topics):
     assert chisquare(got[expected > 0], expected[expected > 0]).pvalue > 1e-4
 
 
-def test_delayed_gibbs_draws_collapsed_gibbs_conditional_without_the_own_topic():
-    """One-token documents of one word, their old topics 0, 1 or 2, among other words' tokens:
-    those of old topic 2 draw from alpha (B_vk - [k = 2] + beta) / (n_k - [k = 2] + V beta)
-    (their document's only count is their own, left out). Counting it, as ESCA does, would
-    weigh topic 2 by (1 + alpha) / alpha = 3."""
+@pytest.mark.parametrize("document", [(2,), (2, 2, 5)])
+def test_e_step_without_the_own_topic_draws_collapsed_gibbs_conditional(document):
+    """Documents of one word, each with the old topics `document`, among other words' tokens:
+    the tokens of old topic 2 draw from (A_dk - [k = 2] + alpha) (B_vk - [k = 2] + beta) /
+    (n_k - [k = 2] + V beta). Alone in its document a token's own count leaves A empty (the
+    prior's branch: the tree's draw shifted past the own topic's shrunken interval); in
+    (2, 2, 5) A keeps a 2 and a 5 (the sparse branch). Counting the own topic, as ESCA does,
+    would weigh topic 2 by 3 alone and by 2 in (2, 2, 5)."""
     rng = np.random.default_rng(1)
-    topics, vocabulary, tokens, other = 100, 30, 60_000, 500
-    doc_ptr = np.arange(tokens + other + 1)
-    words = np.concatenate([np.zeros(tokens, np.int32), rng.integers(1, vocabulary, other).astype(np.int32)])
-    z = np.concatenate([rng.integers(0, 3, tokens), rng.integers(0, topics, other)]).astype(np.int32)
+    topics, vocabulary, documents, other = 100, 30, 60_000 // len(document), 500
+    lengths = np.concatenate([np.full(documents, len(document)), np.ones(other, np.int64)])
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)])
+    words = np.concatenate([np.zeros(documents * len(document), np.int32),
+                            rng.integers(1, vocabulary, other).astype(np.int32)])
+    # Alone, every old topic 0, 1 and 2 among the one-token documents; else the same document throughout.
+    mine = rng.integers(0, 3, documents) if len(document) == 1 else np.tile(document, documents)
+    z = np.concatenate([mine, rng.integers(0, topics, other)]).astype(np.int32)
     counts = model.count(doc_ptr, words, z, vocabulary, topics)
-    drawn = model.delayed_gibbs_e_step(doc_ptr, words, z, counts, seed=5, iteration=1)
-    group = np.flatnonzero(z[:tokens] == 2)
+    bhat = model.b_hat(counts)
+    doc_of = np.repeat(np.arange(lengths.size, dtype=np.int32), lengths)
+    drawn = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, model.preprocess(bhat, "tree"), seed=5,
+                         iteration=1, own_topics=z)
+    group = np.flatnonzero(z[:mine.size] == 2)
     own = np.eye(topics)[2]
+    a_row = np.bincount(document, minlength=topics) if len(document) > 1 else own
     alpha, beta = float(model.alpha_of(topics)), float(model.BETA)
-    p = alpha * (counts.b[0] - own + beta) / (counts.topic_totals - own + vocabulary * beta)
+    p = (a_row - own + alpha) * (counts.b[0] - own + beta) / (counts.topic_totals - own + vocabulary * beta)
     p /= p.sum()
     observed = np.bincount(drawn[group], minlength=topics)
     order = np.argsort(p)  # topics pooled into bins of at least 20 expected draws
@@ -209,6 +220,15 @@ def test_delayed_gibbs_draws_collapsed_gibbs_conditional_without_the_own_topic()
     expected = np.bincount(bins, p[order] * group.size)
     got = np.bincount(bins, observed[order])
     assert chisquare(got[expected > 0], expected[expected > 0]).pvalue > 1e-4
+
+
+def test_leaving_the_own_topic_out_needs_the_tree():
+    counts, doc_of, words = _one_document(np.array([0], np.int32), np.array([3], np.int32),
+                                          np.full(4, 0.25, np.float32), 3)
+    bhat = model.b_hat(counts)
+    with pytest.raises(BenchError, match="tree"):
+        model.e_step(np.arange(3), doc_of, words, counts, bhat, model.preprocess(bhat, "alias"), 0, 0,
+                     own_topics=np.zeros(3, np.int32))
 
 
 def test_topics_do_not_depend_on_the_order_tokens_are_visited_in():

@@ -7,8 +7,8 @@ alpha = 50/K and beta = 0.01, for `iterations` sweeps (G4, G0 and the CPU system
 seeded start, the peers from their own); every `eval_every` sweeps (and at 0 and the last)
 its counts B are handed to the evaluator, untimed. Systems: SaberLDA's G4 and G0 on the GPU
 (the suite `saber`'s code: resident or streamed, on one GPU or several), ESCA on the CPU
-(the twin of G3, its E-step on every core), a diagnostic on the CPU (ESCA's loop with
-collapsed Gibbs's conditional, the token's own topic left out), and two peers: the lda
+(the twin of G3, its E-step on every core), a diagnostic on the CPU (the same twin with
+the token's own topic left out of its draw), and two peers: the lda
 suite's dense GPU sampler and tomotopy (collapsed Gibbs, every core). On a synthetic corpus
 every row also carries the ceiling (the evaluated tokens' mean log-likelihood under the
 generating theta and phi) and what the evaluator gives the generating phi (theta folded in
@@ -79,9 +79,9 @@ class SaberFitSuite(Suite):
         Variant("G0", "SaberLDA G0 (the saber suite's): what the stages buy in time to quality", devices=("gpu",)),
         Variant("esca-cpu", "ESCA on the CPU: the twin of G3, its E-step on every core, its rebuild on one",
                 devices=("cpu",)),
-        Variant("delayed-gibbs-cpu", "collapsed Gibbs's conditional (the token's own topic left out of A, B and n_k) "
-                "with ESCA's counts of the last iteration, dense over K, on every core: ESCA less its one approximation",
-                devices=("cpu",)),
+        Variant("delayed-gibbs-cpu", "the twin of G3 with each token's own topic left out of A, B and n_k by an "
+                "exact one-topic correction: collapsed Gibbs's conditional on the last iteration's counts, ESCA less "
+                "its one approximation (CPU only for now)", devices=("cpu",)),
         Variant("dense-gpu", "the lda suite's dense (uncollapsed) Gibbs sampler on the GPU, its fastest draw-z "
                 "(warpscan, float32), theta and phi drawn from their Dirichlet conditionals: a dense GPU LDA, the role "
                 "BIDMach has in the paper", devices=("gpu",), peer=True),
@@ -135,7 +135,7 @@ class SaberFitSuite(Suite):
         if variant == "tomotopy":
             _tomotopy(work, ctx)
         elif variant == "delayed-gibbs-cpu":
-            _delayed_gibbs(work, ctx)
+            iterate(work.train, "G3", ctx, "cpu", _evaluation(work), without_own=True)
         elif variant == "dense-gpu":
             _dense_gpu(work, ctx)
         elif variant == "esca-cpu":
@@ -225,27 +225,6 @@ def _evaluated_runs(work: FitWorkload, ctx, train, counts) -> None:
         sweeps = min(work.eval_every, work.train.iterations - done)
         train(sweeps)
         done += sweeps
-
-
-def _delayed_gibbs(work: FitWorkload, ctx) -> None:
-    """ESCA's loop (the twin's initial topics, counts rebuilt from z every iteration) with
-    the delayed Gibbs E-step."""
-    train = work.train
-    observe = _evaluation(work)
-    with ctx.untimed():
-        z = model.initial_topics(train.tokens, train.topics, train.seed)
-        counts = model.count(train.doc_ptr, train.words, z, train.vocabulary, train.topics)
-        initial = observe(0, counts.b)
-    ctx.record(0, **initial)
-    for iteration in range(train.iterations):
-        with ctx.phase("sample"):
-            z = model.delayed_gibbs_e_step(train.doc_ptr, train.words, z, counts, train.seed, iteration)
-        with ctx.phase("rebuild"):
-            counts = model.count(train.doc_ptr, train.words, z, train.vocabulary, train.topics)
-        with ctx.untimed():
-            observed = observe(iteration + 1, counts.b)
-        if observed:
-            ctx.record(iteration + 1, **observed)
 
 
 def _tomotopy(work: FitWorkload, ctx) -> None:

@@ -140,13 +140,18 @@ def preprocess(bhat: np.ndarray, kind: str) -> Structures:
 
 
 @numba.njit(cache=True)
-def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, products, prefix) -> int:
+def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, products, prefix, own=-1,
+                bhat_own=np.float32(0.0)) -> int:
     """Fig. 5 with its bugs fixed: the products A_dk B^_vk, their warp sum S, the branch
     u1 (S + Q) < S, then the first non-zero whose chunked prefix sum reaches u2 S (the
-    last where rounding leaves none); -1 for the word's structure."""
+    last where rounding leaves none); -1 for the word's structure. With the token's own
+    topic `own` left out, its product is (A_d,own - 1) bhat_own and total_v is the
+    corrected mass (own_topic_correction)."""
     nnz = stop - start
     for i in range(nnz):
-        products[i] = np.float32(a_val[start + i]) * bhat_v[a_idx[start + i]]
+        k = a_idx[start + i]
+        products[i] = np.float32(a_val[start + i] - 1) * bhat_own if k == own else \
+            np.float32(a_val[start + i]) * bhat_v[k]
     s = warp_sum(products, nnz)
     if not u1 * (s + alpha * total_v) < s:
         return -1
@@ -164,6 +169,28 @@ def tree_draw(v, u2, total_v, l4, l3, l2) -> int:
 
 
 @numba.njit(cache=True)
+def own_topic_correction(bhat_vz, denominator_z, total_v):
+    """B^_vz with the token itself taken out of B_vz and n_z, (B^_vz den_z - 1) / (den_z - 1),
+    and the word's total with it in place of B^_vz: (bhat_own, mass_v)."""
+    one = np.float32(1.0)
+    bhat_own = (bhat_vz * denominator_z - one) / (denominator_z - one)
+    return bhat_own, total_v - bhat_vz + bhat_own
+
+
+@numba.njit(cache=True)
+def tree_draw_without_own(v, u2, mass_v, l4, l3, l2, own, shrink) -> int:
+    """The tree's draw with the own topic's interval [P(own - 1), P(own)) shortened by
+    `shrink` (B^_v,own - bhat_own): x below it is drawn as is, x inside it is the own
+    topic, x past it is drawn as x + shrink."""
+    x = u2 * mass_v
+    if own > 0 and x < l4[v, own - 1]:
+        return tree_sample(l4[v], l3[v], l2[v], x)
+    if x < l4[v, own] - shrink:
+        return own
+    return tree_sample(l4[v], l3[v], l2[v], x + shrink)
+
+
+@numba.njit(cache=True)
 def alias_draw(v, u2, total_v, probability, alias, unused) -> int:
     return alias_sample(probability[v], alias[v], u2)
 
@@ -173,9 +200,10 @@ E_STEP_BLOCK = 4096  # tokens a thread draws with one pair of scratch buffers
 
 @numba.njit(parallel=True)
 def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, dense_draw, s4, s3, s2, seed, iteration,
-            z):
+            own_topics, denominators, z):
     # Every core takes blocks of tokens: A and B^ are read-only in the E-step and each
     # token's uniforms are its own, so the topics do not depend on who draws them.
+    without_own = own_topics.size > 0
     for block in numba.prange(-(-order.size // E_STEP_BLOCK)):
         products = np.empty(bhat.shape[1], np.float32)
         prefix = np.empty(padded(bhat.shape[1]), np.float32)
@@ -183,50 +211,34 @@ def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, dens
             t = order[i]
             d, v = doc_of[t], words[t]
             u1, u2 = philox.token_uniforms(seed, iteration, t)
+            if without_own:
+                own = own_topics[t]
+                bhat_own, mass = own_topic_correction(bhat[v, own], denominators[own], totals[v])
+                k = sparse_draw(a_idx, a_val, a_ptr[d], a_ptr[d + 1], bhat[v], alpha, mass, u1, u2, products, prefix,
+                                own, bhat_own)
+                z[t] = k if k >= 0 else tree_draw_without_own(v, u2, mass, s4, s3, s2, own, bhat[v, own] - bhat_own)
+                continue
             k = sparse_draw(a_idx, a_val, a_ptr[d], a_ptr[d + 1], bhat[v], alpha, totals[v], u1, u2, products, prefix)
             z[t] = k if k >= 0 else dense_draw(v, u2, totals[v], s4, s3, s2)
 
 
 def e_step(order: np.ndarray, doc_of: np.ndarray, words: np.ndarray, counts: Counts, bhat: np.ndarray,
-           structures: Structures, seed: int, iteration: int) -> np.ndarray:
-    """New topics of every token, visited in `order` (token ids): the order changes nothing."""
+           structures: Structures, seed: int, iteration: int, own_topics: np.ndarray | None = None) -> np.ndarray:
+    """New topics of every token, visited in `order` (token ids): the order changes nothing.
+    With `own_topics` (the topics counted in `counts`; the tree only), each token's own topic
+    is left out of A, B and n_k, exactly, by a correction of the one topic (collapsed
+    Gibbs's conditional on the last iteration's counts)."""
     z = np.empty(words.size, np.int32)
+    if own_topics is None:
+        own_topics, denominators = np.empty(0, np.int32), np.empty(0, np.float32)
+    elif structures.kind != "tree":
+        raise BenchError("leaving the own topic out needs the tree's prefix sums; the alias table has none")
+    else:
+        denominators = counts.topic_totals.astype(np.float32) + np.float32(bhat.shape[0]) * BETA  # as b_hat's
     _e_step(order, doc_of, words, counts.a_ptr, counts.a_idx, counts.a_val, bhat, alpha_of(bhat.shape[1]),
             structures.totals, tree_draw if structures.kind == "tree" else alias_draw, structures.level4,
-            structures.level3, structures.level2, np.uint32(seed), np.uint32(iteration), z)
+            structures.level3, structures.level2, np.uint32(seed), np.uint32(iteration), own_topics, denominators, z)
     return z
-
-
-@numba.njit(parallel=True, cache=True)
-def _delayed_gibbs_e_step(doc_ptr, words, z_old, a_ptr, a_idx, a_val, b, totals, alpha, beta, seed, iteration, z):
-    topics, v_beta = b.shape[1], b.shape[0] * beta
-    for d in numba.prange(doc_ptr.size - 1):
-        a = np.zeros(topics)
-        for i in range(a_ptr[d], a_ptr[d + 1]):
-            a[a_idx[i]] = a_val[i]
-        cdf = np.empty(topics)
-        for t in range(doc_ptr[d], doc_ptr[d + 1]):
-            v, old = words[t], z_old[t]
-            total = 0.0
-            for k in range(topics):
-                own = 1.0 if k == old else 0.0
-                total += (a[k] - own + alpha) * (b[v, k] - own + beta) / (totals[k] - own + v_beta)
-                cdf[k] = total
-            u, _ = philox.token_uniforms(seed, iteration, t)
-            z[t] = min(np.searchsorted(cdf, u * total, side="right"), topics - 1)
-
-
-def delayed_gibbs_e_step(doc_ptr: np.ndarray, words: np.ndarray, z: np.ndarray, counts: Counts, seed: int,
-                         iteration: int) -> np.ndarray:
-    """New topics from collapsed Gibbs's conditional, every token's own topic left out of
-    A, B and n_k, with ESCA's bulk-synchronous counts (the last iteration's), dense over K:
-    ESCA's E-step less its one approximation (Eq. 1 counts the token's own topic)."""
-    new = np.empty(words.size, np.int32)
-    topics = counts.b.shape[1]
-    _delayed_gibbs_e_step(doc_ptr, words, z, counts.a_ptr, counts.a_idx, counts.a_val, counts.b,
-                          counts.topic_totals.astype(np.float64), float(alpha_of(topics)), float(BETA),
-                          np.uint32(seed), np.uint32(iteration), new)
-    return new
 
 
 @numba.njit(cache=True)

@@ -222,13 +222,17 @@ def _layout(dataset: str, scale: float, chunks: int) -> list:
     return model.chunk_layout(corpus.doc_ptr, corpus.words, chunks)
 
 
-def iterate(work: Workload, variant: str, ctx, device: str = "cpu",
-            observe=stream.no_observation) -> tuple[np.ndarray, dict]:
+def iterate(work: Workload, variant: str, ctx, device: str = "cpu", observe=stream.no_observation,
+            without_own: bool = False) -> tuple[np.ndarray, dict]:
     """All the iterations of a stage from the seeded initial topics, on `device` (the GPU
     draws the twin's topics): z on the host, and the final kd_mean and the bytes of the
     arrays (metrics final_kd_mean and bytes_*). observe(iteration, b): values recorded
-    beside kd_mean, untimed, from the counts B (iteration 0: the initial counts)."""
+    beside kd_mean, untimed, from the counts B (iteration 0: the initial counts).
+    without_own: each token's own topic left out of its draw (model.e_step; the CPU twin
+    of a tree stage alone, not yet on the GPU)."""
     pdow, structure, ssc, asynchronous = STAGES[variant]
+    if without_own and device == "gpu":
+        raise BenchError("leaving the own topic out runs on the CPU twin alone; the GPU kernels do not have it yet")
     if device == "gpu":
         z, metrics = stream.iterate(work.corpus, work.topics, work.iterations, structure, pdow, ssc,
                                     work.workers if asynchronous else 1, work.seed, ctx, work.threads, observe)
@@ -238,8 +242,8 @@ def iterate(work: Workload, variant: str, ctx, device: str = "cpu",
     rebuild = model.count if ssc else model.count_by_sorting
     documents = work.doc_ptr.size - 1
     with ctx.untimed():
-        counts = rebuild(work.doc_ptr, work.words, model.initial_topics(work.tokens, work.topics, work.seed),
-                         work.vocabulary, work.topics)
+        z = model.initial_topics(work.tokens, work.topics, work.seed)
+        counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
         initial = observe(0, counts.b)
     if initial:
         ctx.record(0, **initial)
@@ -248,7 +252,8 @@ def iterate(work: Workload, variant: str, ctx, device: str = "cpu",
             bhat = model.b_hat(counts)
             structures = model.preprocess(bhat, structure)
         with ctx.phase("sample"):
-            z = model.e_step(order, work.doc_of, work.words, counts, bhat, structures, work.seed, iteration)
+            z = model.e_step(order, work.doc_of, work.words, counts, bhat, structures, work.seed, iteration,
+                             z if without_own else None)
         with ctx.phase("rebuild"):
             counts = rebuild(work.doc_ptr, work.words, z, work.vocabulary, work.topics)
         with ctx.untimed():
