@@ -24,8 +24,10 @@ def gpu_array_module():
 
 
 def to_host(array):
-    """A numpy array from a numpy or CuPy one."""
-    return array.get() if hasattr(array, "get") else array
+    """A CuPy array copied to the host; anything else as a numpy array (a numpy one as it is)."""
+    import numpy as np
+
+    return array.get() if hasattr(array, "get") else np.asarray(array)
 
 
 def resolve_backend(requested: str, supported: tuple[str, ...]) -> str:

@@ -11,9 +11,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from bench.backend import to_host
 from bench.suite import Defaults, Metric, Suite, Variant
 from impls.admodel import cpu, data, figures, lbfgs
-from impls.admodel.suite import DATASET, LAYOUT, PRECISIONS, SCALE, SOURCES, check_memory, host, precision_axis
+from impls.admodel.suite import DATASET, LAYOUT, PRECISIONS, SCALE, SOURCES, check_memory, precision_axis
 
 FTOL, GTOL, MEMORY, MAX_ITERATIONS = 1e-12, 1e-5, 10, 2000
 WARM_UP_ITERATIONS = 2
@@ -128,7 +129,7 @@ def recovery(d: data.Data, x) -> dict:
     and the five effects (active ones), and of the matrix-factorisation terms
     <th_MP[m], th_PM[p]> over the distinct pairs of the first RECOVERY_PAIRS observations
     (the factors themselves are identifiable only up to an invertible N x N transform)."""
-    x = host(x)
+    x = to_host(x)
     offsets, n = d.shape.offsets, d.shape.factors
     effects = d.active.copy()
     effects[offsets[5]:] = False

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.backend import to_host
 from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
@@ -95,11 +96,6 @@ def _cpu_setting(point: dict) -> bool:
     return point["precision"] == "f64" and point["l1"] == "ldg" and point["block"] == 256
 
 
-def host(array) -> np.ndarray:
-    """A CuPy array copied to the host; a numpy array as it is."""
-    return array.get() if hasattr(array, "get") else np.asarray(array)
-
-
 def _upload(work: Workload, precision: str, bucketed: bool) -> None:
     """The workload's observations and theta to the GPU, and, where fused-bucketed needs them,
     the observations bucketed (timed: setup_s)."""
@@ -143,7 +139,7 @@ def errors(f, grad, reference: tuple) -> dict:
     if f is not None:
         values["f_rel_error"] = abs(float(f) - reference[0]) / abs(reference[0])
     if grad is not None:
-        grad = host(grad)
+        grad = to_host(grad)
         values["grad_rel_error"] = float(np.abs(grad - reference[1]).max() / np.abs(reference[1]).max())
     return values
 
@@ -267,7 +263,7 @@ class AdmodelSuite(Suite):
         if variant in OP_VARIANTS["objective"] and case["op"] != "objective":
             f = None  # the CPU references compute f beside the gradient: checked at op=objective
         return (None if f is None else float(f),
-                None if grad is None else host(grad).astype(np.float64))
+                None if grad is None else to_host(grad).astype(np.float64))
 
     def agrees(self, case: dict, got, alpha: float) -> tuple[bool, str]:
         """Each value within a bound on its rounding, relative to the sum of its terms'

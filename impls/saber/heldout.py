@@ -41,8 +41,8 @@ def compact(held: HeldOut) -> tuple[HeldOut, np.ndarray]:
         return dataclasses.replace(corpus, words=words.astype(np.int32), vocab_size=rows.size, vocab=None,
                                    true_phi=None if corpus.true_phi is None else corpus.true_phi[rows])
 
-    split = observed.words.size
-    return HeldOut(held.train, part(observed, renumbered[:split]), part(evaluated, renumbered[split:])), rows
+    first = observed.words.size  # the observed halves' tokens come first in `renumbered`
+    return HeldOut(held.train, part(observed, renumbered[:first]), part(evaluated, renumbered[first:])), rows
 
 
 def phi_of(b, beta: float, rows: np.ndarray | None = None) -> np.ndarray:

@@ -211,15 +211,16 @@ def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, dens
             t = order[i]
             d, v = doc_of[t], words[t]
             u1, u2 = philox.token_uniforms(seed, iteration, t)
+            own, bhat_own, mass = -1, np.float32(0.0), totals[v]  # ESCA: the own topic counted, no correction
             if without_own:
                 own = own_topics[t]
                 bhat_own, mass = own_topic_correction(bhat[v, own], denominators[own], totals[v])
-                k = sparse_draw(a_idx, a_val, a_ptr[d], a_ptr[d + 1], bhat[v], alpha, mass, u1, u2, products, prefix,
-                                own, bhat_own)
-                z[t] = k if k >= 0 else tree_draw_without_own(v, u2, mass, s4, s3, s2, own, bhat[v, own] - bhat_own)
-                continue
-            k = sparse_draw(a_idx, a_val, a_ptr[d], a_ptr[d + 1], bhat[v], alpha, totals[v], u1, u2, products, prefix)
-            z[t] = k if k >= 0 else dense_draw(v, u2, totals[v], s4, s3, s2)
+            k = sparse_draw(a_idx, a_val, a_ptr[d], a_ptr[d + 1], bhat[v], alpha, mass, u1, u2, products, prefix,
+                            own, bhat_own)
+            if k < 0:
+                k = tree_draw_without_own(v, u2, mass, s4, s3, s2, own, bhat[v, own] - bhat_own) if without_own \
+                    else dense_draw(v, u2, mass, s4, s3, s2)
+            z[t] = k
 
 
 def e_step(order: np.ndarray, doc_of: np.ndarray, words: np.ndarray, counts: Counts, bhat: np.ndarray,
