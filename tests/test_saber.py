@@ -334,13 +334,27 @@ def test_verify_compares_each_stage_with_its_structures_twin():
     from impls.saber.suite import SUITE
 
     point = {"suite": "saber", "backend": "cpu", "dataset": "tiny", "scale": 1.0, "K": 33, "iterations": 1,
-             "chunks": 3}
+             "chunks": 3, "own": "counted"}
     case = SUITE.verify_case(point, seed=5)
     got = SUITE.output(case, "G3", "cpu")
     assert SUITE.agrees(case, got, 1e-3)[0] and set(case["twins"]) == {"G2"}
     got["topics"][7] = (got["topics"][7] + 1) % 33
     ok, detail = SUITE.agrees(case, got, 1e-3)
     assert not ok and detail.startswith("1 of")
+
+
+def test_verify_with_the_own_topic_left_out_checks_the_tree_stages_against_the_twin_left_out():
+    from bench import harness
+    from impls.saber.suite import SUITE
+
+    plan = harness.plan(SUITE, {"K": "33", "own": "left-out", "iterations": "1"}, "cpu", verification=True)
+    assert [name for name, _ in plan.variants_at(plan.points[0])] == ["G2", "G3", "G4"]
+    assert any("G0's alias table cannot leave the own topic out" in line for line in plan.describe_skips())
+    case = SUITE.verify_case(plan.points[0], seed=5)
+    got = SUITE.output(case, "G4", "cpu")
+    assert SUITE.agrees(case, got, 1e-3)[0]
+    counted = SUITE.output({**case, "without_own": False}, "G4", "cpu")
+    assert not np.array_equal(got["topics"], counted["topics"])  # the correction changes draws
 
 
 @pytest.mark.parametrize("header, missing", [("0\n0\n0\n", "documents"), ("3\n0\n0\n", "words in its vocabulary"),

@@ -48,9 +48,11 @@ def _assert_structures_equal(device, cpu) -> None:
 def test_b_hat_and_structures_are_the_twins_bit_for_bit_and_b_is_zeroed(kind, topics):
     _, _, _, counts = _state(topics)
     b = cupy.asarray(counts.b)
-    bhat, structures = gpu.preprocess(b, kind)
+    bhat, denominator, structures = gpu.preprocess(b, kind)
     expected = model.b_hat(counts)
     np.testing.assert_array_equal(cupy.asnumpy(bhat), expected)
+    np.testing.assert_array_equal(cupy.asnumpy(denominator), counts.topic_totals.astype(np.float32)
+                                  + np.float32(counts.b.shape[0]) * model.BETA)
     _assert_structures_equal(structures, model.preprocess(expected, kind))
     assert not b.any(), "B is zeroed, to count the next iteration's topics"
 
@@ -66,7 +68,7 @@ def test_the_largest_tree_is_the_twins():
     tokens = 300_000  # about three per (word, topic): B^ varies from topic to topic
     z = rng.integers(0, model.MAX_TOPICS, tokens).astype(np.int32)
     counts = model.count(np.array([0, tokens]), rng.integers(0, 3, tokens).astype(np.int32), z, 3, model.MAX_TOPICS)
-    _, structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
+    _, _, structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
     _assert_structures_equal(structures, model.preprocess(model.b_hat(counts), "tree"))
 
 
@@ -100,7 +102,7 @@ def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_wor
     if by_word:  # segments long enough to copy B^_v to shared memory, and shorter ones
         sizes, warps = np.concatenate([c.segment_sizes for c in chunks]), gpu._staged_threads(topics) // 32
         assert (sizes >= warps).any() and (sizes < warps).any()
-    device_bhat, device_structures = gpu.preprocess(cupy.asarray(counts.b), kind)
+    device_bhat, _, device_structures = gpu.preprocess(cupy.asarray(counts.b), kind)
     for iteration in (0, 7):
         expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, iteration)
         for chunk in chunks:
@@ -115,11 +117,37 @@ def test_e_step_draws_the_twins_topics_with_any_block_size(topics, threads, by_w
     doc_ptr, words, doc_of, counts = _state(topics)
     bhat = model.b_hat(counts)
     chunks = _device_chunks(doc_ptr, words, counts, 2)
-    device_bhat, device_structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
+    device_bhat, _, device_structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
     expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, model.preprocess(bhat, "tree"), SEED, 4)
     for chunk in chunks:
         gpu.e_step(chunk, device_bhat, device_structures, SEED, 4, by_word, threads)
     np.testing.assert_array_equal(_gathered_z(chunks), expected)
+
+
+@pytest.mark.parametrize("by_word", [False, True])
+@pytest.mark.parametrize("topics", [1, 5, 33, 1000, 4097, 32768])
+def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word):
+    """Collapsed Gibbs's conditional (model.e_step with own_topics): the twin's topics, in
+    the sparse branch and through the tree's shortened interval; the alias table refuses."""
+    from bench.errors import BenchError
+
+    doc_ptr, words, doc_of, counts = _state(topics)
+    z = model.initial_topics(words.size, topics, SEED)  # the topics `counts` counts
+    bhat = model.b_hat(counts)
+    structures = model.preprocess(bhat, "tree")
+    chunks = _device_chunks(doc_ptr, words, counts, 3)
+    device_bhat, denominator, device_structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
+    expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, 7, own_topics=z)
+    for chunk in chunks:
+        chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
+        gpu.e_step(chunk, device_bhat, device_structures, SEED, 7, by_word, denominator=denominator)
+    np.testing.assert_array_equal(_gathered_z(chunks), expected)
+    if topics > 1:  # the correction changes draws
+        assert not np.array_equal(expected, model.e_step(np.arange(words.size), doc_of, words, counts, bhat,
+                                                         structures, SEED, 7))
+    with pytest.raises(BenchError, match="alias"):
+        gpu.e_step(chunks[0], device_bhat, gpu.preprocess(cupy.asarray(counts.b), "alias")[2], SEED, 7, by_word,
+                   denominator=denominator)
 
 
 @pytest.mark.parametrize("ssc", [False, True])
@@ -148,8 +176,9 @@ def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     np.testing.assert_array_equal(cupy.asnumpy(b), expected.b)
 
 
+@pytest.mark.parametrize("own", ["counted", "left-out"])
 @pytest.mark.parametrize("memory", ["resident", "streamed"])
-def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory):
+def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory, own):
     from bench.timing import RunContext
     from impls.saber.suite import SUITE, iterate
 
@@ -162,12 +191,12 @@ def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory):
     work = SUITE.prepare(point)
     assert (work.corpus.device is None) == (memory == "streamed")
     assert len(work.layout) >= (4 if memory == "streamed" else 2)
-    for stage in ("G0", "G1", "G2", "G3", "G4"):
+    for stage in ("G0", "G1", "G2", "G3", "G4") if own == "counted" else ("G2", "G3", "G4"):
         topics = {}
         for device in ("cpu", "gpu"):
             ctx = RunContext(device)
             with ctx.timed():
-                topics[device], _ = iterate(work, stage, ctx, device)
+                topics[device], _ = iterate(work, stage, ctx, device, without_own=own == "left-out")
             assert [row["iteration"] for row in ctx.series] == [1, 2, 3]
             phases = {"preprocess", "overlapped"} if device == "gpu" and stage == "G4" else \
                 {"preprocess", "sample", "rebuild"} | ({"transfer"} if device == "gpu" else set())
@@ -175,22 +204,24 @@ def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory):
         np.testing.assert_array_equal(topics["gpu"], topics["cpu"], err_msg=stage)
 
 
-def test_saber_fit_g4_on_the_gpu_scores_what_esca_on_the_cpu_scores():
-    """G4 draws the topics of G3's twin (ESCA on the CPU), so the counts handed to the
-    evaluator, and the held-out log-likelihoods, are the same at every evaluation."""
+@pytest.mark.parametrize("system, twin", [("G4", "esca-cpu"), ("delayed-gibbs", "delayed-gibbs-cpu")])
+def test_saber_fit_on_the_gpu_scores_what_its_twin_on_the_cpu_scores(system, twin):
+    """G4 draws the topics of G3's twin (ESCA on the CPU), delayed-gibbs those of the twin
+    left out, so the counts handed to the evaluator, and the held-out log-likelihoods, are
+    the same at every evaluation."""
     from bench.timing import RunContext
     from impls.saber.fit_suite import SUITE
 
     work = SUITE.prepare({"suite": "saber-fit", "backend": "gpu", "dataset": "kos", "scale": 1.0, "K": 33,
                           "iterations": 4, "eval_every": 2, "chunks": 3, "workers": 2, "memory": 0.0, "gpus": 1})
     curves = {}
-    for variant in ("G4", "esca-cpu"):
-        ctx = RunContext("cpu" if variant == "esca-cpu" else "gpu")
+    for variant in (system, twin):
+        ctx = RunContext("cpu" if variant == twin else "gpu")
         with ctx.timed():
             SUITE.run(work, variant, ctx)
         curves[variant] = [(row["iteration"], row["loglik"]) for row in ctx.series if "loglik" in row]
-    assert [iteration for iteration, _ in curves["G4"]] == [0, 2, 4]
-    assert curves["G4"] == curves["esca-cpu"]
+    assert [iteration for iteration, _ in curves[system]] == [0, 2, 4]
+    assert curves[system] == curves[twin]
 
 
 def test_the_chunk_layout_sorted_on_the_gpu_is_numpys():
@@ -203,8 +234,8 @@ def test_the_chunk_layout_sorted_on_the_gpu_is_numpys():
 
 @pytest.mark.skipif(_gpu_count() < 2, reason="needs 2 GPUs")
 @pytest.mark.parametrize("memory", ["resident", "streamed"])
-@pytest.mark.parametrize("stage", ["G0", "G3", "G4"])
-def test_two_gpus_draw_the_twins_topics_and_sum_b_every_iteration(stage, memory):
+@pytest.mark.parametrize("stage, without_own", [("G0", False), ("G3", False), ("G4", False), ("G4", True)])
+def test_two_gpus_draw_the_twins_topics_and_sum_b_every_iteration(stage, without_own, memory):
     """Each GPU samples its share with the summed B: the topics of one GPU's, and of the twin's."""
     from bench.timing import RunContext
     from impls.saber.suite import SUITE, iterate
@@ -227,12 +258,12 @@ def test_two_gpus_draw_the_twins_topics_and_sum_b_every_iteration(stage, memory)
 
     ctx = RunContext("gpu")
     with ctx.timed():
-        topics, _ = iterate(work, stage, ctx, "gpu", observe)
+        topics, _ = iterate(work, stage, ctx, "gpu", observe, without_own)
     assert seen == [work.tokens] * 4
     assert {"preprocess", "overlapped", "reduce"} <= set(ctx.phases)
     twin = RunContext("cpu")
     with twin.timed():
-        expected, _ = iterate(work, "G0" if stage == "G0" else "G2", twin, "cpu")
+        expected, _ = iterate(work, "G0" if stage == "G0" else "G2", twin, "cpu", without_own=without_own)
     np.testing.assert_array_equal(topics, expected)
 
 

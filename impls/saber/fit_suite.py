@@ -7,8 +7,8 @@ alpha = 50/K and beta = 0.01, for `iterations` sweeps (G4, G0 and the CPU system
 seeded start, the peers from their own); every `eval_every` sweeps (and at 0 and the last)
 its counts B are handed to the evaluator, untimed. Systems: SaberLDA's G4 and G0 on the GPU
 (the suite `saber`'s code: resident or streamed, on one GPU or several), ESCA on the CPU
-(the twin of G3, its E-step on every core), a diagnostic on the CPU (the same twin with
-the token's own topic left out of its draw), and two peers: the lda
+(the twin of G3, its E-step on every core), delayed Gibbs (G4 with each token's own topic
+left out of its draw) on the GPU and as its CPU twin, and two peers: the lda
 suite's dense GPU sampler and tomotopy (collapsed Gibbs, every core). On a synthetic corpus
 every row also carries the ceiling (the evaluated tokens' mean log-likelihood under the
 generating theta and phi) and what the evaluator gives the generating phi (theta folded in
@@ -79,9 +79,11 @@ class SaberFitSuite(Suite):
         Variant("G0", "SaberLDA G0 (the saber suite's): what the stages buy in time to quality", devices=("gpu",)),
         Variant("esca-cpu", "ESCA on the CPU: the twin of G3, its E-step on every core, its rebuild on one",
                 devices=("cpu",)),
-        Variant("delayed-gibbs-cpu", "the twin of G3 with each token's own topic left out of A, B and n_k by an "
-                "exact one-topic correction: collapsed Gibbs's conditional on the last iteration's counts, ESCA less "
-                "its one approximation (CPU only for now)", devices=("cpu",)),
+        Variant("delayed-gibbs", "G4 with each token's own topic left out of A, B and n_k by an exact one-topic "
+                "correction: collapsed Gibbs's conditional on the last iteration's counts, ESCA less its one "
+                "approximation", devices=("gpu",)),
+        Variant("delayed-gibbs-cpu", "the twin of delayed-gibbs (G3's, on every core): the same topics",
+                devices=("cpu",)),
         Variant("dense-gpu", "the lda suite's dense (uncollapsed) Gibbs sampler on the GPU, its fastest draw-z "
                 "(warpscan, float32), theta and phi drawn from their Dirichlet conditionals: a dense GPU LDA, the role "
                 "BIDMach has in the paper", devices=("gpu",), peer=True),
@@ -134,6 +136,8 @@ class SaberFitSuite(Suite):
     def run(self, work: FitWorkload, variant: str, ctx) -> dict:
         if variant == "tomotopy":
             _tomotopy(work, ctx)
+        elif variant == "delayed-gibbs":
+            iterate(work.train, "G4", ctx, "gpu", _evaluation(work), without_own=True)
         elif variant == "delayed-gibbs-cpu":
             iterate(work.train, "G3", ctx, "cpu", _evaluation(work), without_own=True)
         elif variant == "dense-gpu":
@@ -146,7 +150,7 @@ class SaberFitSuite(Suite):
                 "heldout_documents": work.held.evaluated.num_docs, "evaluated_tokens": work.held.evaluated.num_tokens}
 
     def skip_variant(self, point: dict, variant: str) -> str | None:
-        if point.get("gpus", 1) > 1 and variant not in ("G4", "G0"):
+        if point.get("gpus", 1) > 1 and variant not in ("G4", "G0", "delayed-gibbs"):
             return f"{variant} runs on one device: gpus = {point['gpus']} is saber's alone"
         return None
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from impls.cuda import raw_kernel
-from impls.saber.model import BETA, Structures, alpha_of
+from impls.saber.model import BETA, Structures, alpha_of, check_without_own
 from impls.saber.structures import LEVEL3, W, padded
 
 KERNEL_SOURCE = Path(__file__).parent / "kernels" / "saber.cu"
 BLOCK = 256  # threads: 8 warps, a warp per word or token
+NULL = np.uintp(0)  # a null pointer argument: CuPy passes None as 0xffffffff (cupy issue 9046)
 
 
 def _warp_grid(items: int, grid_stride: bool = False, block: int = BLOCK) -> int:
@@ -45,10 +46,10 @@ def topic_totals(b):
     return totals
 
 
-def preprocess(b, kind: str) -> tuple[object, Structures]:
-    """B^ (Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta))
-    and every word's structure, a warp per word reading B once and zeroing it, so that B
-    counts the next iteration's topics."""
+def preprocess(b, kind: str) -> tuple[object, object, Structures]:
+    """B^ (Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta)),
+    its denominators and every word's structure, a warp per word reading B once and zeroing
+    it, so that B counts the next iteration's topics."""
     import cupy
 
     vocabulary, topics = b.shape
@@ -63,7 +64,7 @@ def preprocess(b, kind: str) -> tuple[object, Structures]:
         l3 = cupy.empty((vocabulary, LEVEL3), cupy.float32)
         l2 = cupy.empty((vocabulary, W), cupy.float32)
         raw_kernel(KERNEL_SOURCE, "saber_preprocess_tree")(*grid, (*common, l4, l3, l2, totals))
-        return bhat, Structures("tree", totals, l4, l3, l2)
+        return bhat, denominator, Structures("tree", totals, l4, l3, l2)
     # The alias tables: a thread per word, sequential, as the paper's G0 builds them.
     raw_kernel(KERNEL_SOURCE, "saber_preprocess_totals")(*grid, (*common, totals))
     probability = cupy.empty((vocabulary, topics), cupy.float32)
@@ -71,7 +72,8 @@ def preprocess(b, kind: str) -> tuple[object, Structures]:
     stacks = cupy.empty((vocabulary, topics), cupy.int32)
     raw_kernel(KERNEL_SOURCE, "saber_build_aliases")((-(-vocabulary // BLOCK),), (BLOCK,), (
         bhat, totals, np.int32(vocabulary), np.int32(topics), probability, alias, stacks))
-    return bhat, Structures("alias", totals, probability, alias, cupy.empty((vocabulary, 0), cupy.float32))
+    return bhat, denominator, Structures("alias", totals, probability, alias,
+                                         cupy.empty((vocabulary, 0), cupy.float32))
 
 
 @dataclass
@@ -116,16 +118,20 @@ def long_positions(doc_ptr: np.ndarray) -> np.ndarray:
 
 
 def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration: int, by_word: bool,
-           threads: int = 0) -> None:
+           threads: int = 0, denominator=None) -> None:
     """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
     warp per token in document order (G0), or a block per word segment (G1 on); blocks of
-    `threads` (a multiple of W), or (0) the sizes chosen below."""
+    `threads` (a multiple of W), or (0) the sizes chosen below. With B^'s `denominator`,
+    each token's own topic (chunk.z on entry) is left out of its draw (model.e_step)."""
     import cupy
 
+    if denominator is not None:
+        check_without_own(structures.kind)
     topics = int(bhat.shape[1])
     tokens = chunk.tokens
     common = (np.int64(chunk.first_token), chunk.doc_of, chunk.words, chunk.doc_ptr, chunk.n_keys, chunk.a_idx,
-              chunk.a_val, bhat, np.int32(topics), alpha_of(topics), structures.totals)
+              chunk.a_val, bhat, np.int32(topics), alpha_of(topics), structures.totals,
+              NULL if denominator is None else denominator)
     if structures.kind == "tree":
         name, extra = "saber_sample_tree", (structures.level4, structures.level3, structures.level2,
                                             np.int32(structures.level4.shape[1]))

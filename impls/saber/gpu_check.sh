@@ -11,7 +11,8 @@
 #   bash impls/saber/gpu_check.sh fit      # Figure 11 (suite saber-fit): the GPU tests, then held-out
 #                                          # log-likelihood against time, every system ($FIT_SWEEPS)
 #   bash impls/saber/gpu_check.sh gpus     # several GPUs (NCCL): the GPU tests and bench verify on
-#                                          # 2 GPUs, then $SWEEPS and $FIT_SWEEPS
+#                                          # 2 GPUs, the sanitizers on one if $SANITIZE is set, then
+#                                          # $SWEEPS and $FIT_SWEEPS
 #   bash impls/saber/gpu_check.sh fig12    # Figure 12: clueweb-synth (2 billion tokens, generated here)
 #                                          # streamed through G4 at K = 5000 and 10,000
 # With no mode: check, sweep and profile.
@@ -22,6 +23,17 @@ VERIFY="python3 -m bench verify saber --backend gpu"
 # budget can run out under compute-sanitizer: the pool caches freed blocks per stream)
 STREAMED="--dataset nytimes-synth --scale 0.001 --K 33 --memory 0.006 --workers 3"
 MODE=${1:-all}
+# compute-sanitizer memcheck and racecheck on one GPU, ESCA's draw and the own topic left out,
+# resident and streamed; the suite's kernels only: CuPy's own scans report racecheck hazards of
+# their design.
+sanitizers() {
+  for tool in memcheck racecheck; do
+    for case in "--K 33,1000" "$STREAMED"; do
+      step compute-sanitizer --tool $tool --kernel-name kns=saber_ --error-exitcode 9 $VERIFY $case --iterations 1 \
+        --own counted,left-out --gpus 1
+    done
+  done
+}
 # A bench sweep of suite $1 per line of $2 (bench options).
 sweeps() {
   while read -r options; do
@@ -36,11 +48,9 @@ if [ "$MODE" = check ] || [ "$MODE" = all ]; then
   step $VERIFY --K 1,32,33,4097,32768 --iterations 1
   step $VERIFY $STREAMED
   step $VERIFY --K 33,4097 --threads 32,96,1024 --iterations 1
-  for tool in memcheck racecheck; do
-    # the suite's kernels only: CuPy's own scans report racecheck hazards of their design
-    step compute-sanitizer --tool $tool --kernel-name kns=saber_ --error-exitcode 9 $VERIFY --K 33,1000 --iterations 1
-    step compute-sanitizer --tool $tool --kernel-name kns=saber_ --error-exitcode 9 $VERIFY $STREAMED --iterations 1
-  done
+  step $VERIFY --K 1,33,1000,32768 --own left-out
+  step $VERIFY $STREAMED --own left-out
+  sanitizers
 fi
 if [ "$MODE" = sweep ] || [ "$MODE" = all ]; then
   sweeps saber "${SWEEPS:-}"
@@ -78,17 +88,18 @@ if [ "$MODE" = fit ]; then
   # tomotopy, a peer, is not on the device machine: carry its wheel in .whl (README, saber-fit).
   python3 -c "import tomotopy" 2>/dev/null || echo "tomotopy missing: its variant is skipped" | tee -a "$LOG"
   step python3 -m pytest -q -ra tests/test_saber_gpu.py
-  step $VERIFY --K 33,1000 --iterations 1
+  step $VERIFY --K 33,1000 --iterations 1 --own counted,left-out
   sweeps saber-fit "${FIT_SWEEPS:-}"
 fi
 if [ "$MODE" = gpus ]; then
   step nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
   step nvidia-smi topo -m
   step python3 -m pytest -q -ra tests/test_saber_gpu.py
-  step $VERIFY --K 33,1000 --gpus 2
-  step $VERIFY $STREAMED --gpus 2
-  # No compute-sanitizer here: under it the two-GPU run hung inside NCCL (8 minutes, 2026-11-22).
-  # The kernels are the one-GPU ones, which the check mode runs it on.
+  step $VERIFY --K 33,1000 --gpus 2 --own counted,left-out
+  step $VERIFY $STREAMED --gpus 2 --own counted,left-out
+  # compute-sanitizer on one GPU only: under it the two-GPU run hung inside NCCL (8 minutes,
+  # 2026-11-22). The kernels are the one-GPU ones.
+  [ -n "${SANITIZE:-}" ] && sanitizers
   sweeps saber "${SWEEPS:-}"
   sweeps saber-fit "${FIT_SWEEPS:-}"
 fi

@@ -223,6 +223,11 @@ def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, dens
             z[t] = k
 
 
+def check_without_own(kind: str) -> None:
+    if kind != "tree":
+        raise BenchError("leaving the own topic out needs the tree's prefix sums; the alias table (G0, G1) has none")
+
+
 def e_step(order: np.ndarray, doc_of: np.ndarray, words: np.ndarray, counts: Counts, bhat: np.ndarray,
            structures: Structures, seed: int, iteration: int, own_topics: np.ndarray | None = None) -> np.ndarray:
     """New topics of every token, visited in `order` (token ids): the order changes nothing.
@@ -232,9 +237,8 @@ def e_step(order: np.ndarray, doc_of: np.ndarray, words: np.ndarray, counts: Cou
     z = np.empty(words.size, np.int32)
     if own_topics is None:
         own_topics, denominators = np.empty(0, np.int32), np.empty(0, np.float32)
-    elif structures.kind != "tree":
-        raise BenchError("leaving the own topic out needs the tree's prefix sums; the alias table has none")
     else:
+        check_without_own(structures.kind)
         denominators = counts.topic_totals.astype(np.float32) + np.float32(bhat.shape[0]) * BETA  # as b_hat's
     _e_step(order, doc_of, words, counts.a_ptr, counts.a_idx, counts.a_val, bhat, alpha_of(bhat.shape[1]),
             structures.totals, tree_draw if structures.kind == "tree" else alias_draw, structures.level4,

@@ -208,7 +208,7 @@ class _Shard:
             self.slots = None if corpus.device else \
                 [_Slot([corpus.host[i] for i in self.chunks], s) for s in self.streams]
             self.b = cupy.zeros((corpus.vocabulary, topics), cupy.int32)
-        self.bhat = self.structures = None
+        self.bhat = self.denominator = self.structures = None
 
     def place(self, corpus: Corpus, position: int, names) -> tuple[gpu.ChunkArrays, object]:
         """This GPU's chunk at `position` on the GPU (its arrays `names` copied in where
@@ -261,12 +261,14 @@ def _wait_for(shards: list[_Shard], events=None) -> None:
 
 
 def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool,
-            workers: int, seed: int, ctx, threads: int = 0, observe=no_observation) -> tuple[np.ndarray, dict]:
+            workers: int, seed: int, ctx, threads: int = 0, observe=no_observation,
+            without_own: bool = False) -> tuple[np.ndarray, dict]:
     """The iterations of a stage from the seeded initial topics (the twin's): z on the host,
     and the final kd_mean and the bytes of B + B^, of the structures and of the device
     memory the run held (CuPy's pools of every GPU: the resident chunks and the run's peak).
     workers > 1: G4's asynchronous workers; threads: the sampling kernels' blocks (gpu.e_step);
-    observe(iteration, b): values to record beside kd_mean, untimed (iteration 0: the initial counts)."""
+    observe(iteration, b): values to record beside kd_mean, untimed (iteration 0: the initial counts);
+    without_own: each token's own topic left out of its draw (gpu.e_step)."""
     import cupy
 
     pool = cupy.get_default_memory_pool()
@@ -280,7 +282,7 @@ def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wor
                 pool.set_limit(size=pool.used_bytes() - resident + corpus.budget)
     try:
         z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx, threads,
-                              observe)
+                              observe, without_own)
         held = 0
         for device in devices:
             with device:
@@ -293,7 +295,7 @@ def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wor
 
 
 def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool, workers: int,
-             seed: int, ctx, threads: int, observe) -> tuple[np.ndarray, dict]:
+             seed: int, ctx, threads: int, observe, without_own: bool) -> tuple[np.ndarray, dict]:
     import cupy
 
     host = corpus.host
@@ -318,13 +320,17 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
     if initial:
         ctx.record(0, **initial)
 
+    # A chunk's arrays copied in where streaming: z is overwritten, unless the draw reads each token's own topic there
+    copied_in = gpu.ChunkArrays.LAYOUT + (gpu.ChunkArrays.STATE if without_own else gpu.ChunkArrays.STATE[:3])
+
     def step(shard: _Shard, position: int, iteration: int, phase):
         """One chunk's iteration: copied in (streaming), sampled, A and B rebuilt, copied out;
         its number of non-zeros of A (on the GPU)."""
         with phase("transfer"):
-            placed, slot = shard.place(corpus, position, gpu.ChunkArrays.LAYOUT + gpu.ChunkArrays.STATE[:3])
+            placed, slot = shard.place(corpus, position, copied_in)
         with phase("sample"):
-            gpu.e_step(placed, shard.bhat, shard.structures, seed, iteration, by_word, threads)
+            gpu.e_step(placed, shard.bhat, shard.structures, seed, iteration, by_word, threads,
+                       shard.denominator if without_own else None)
         with phase("rebuild"):
             gpu.rebuild(placed, topics, ssc, shard.b)
             non_zeros = placed.n_keys.sum(dtype=cupy.int64)
@@ -349,7 +355,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
             with ctx.phase("preprocess"):
                 for shard in shards:  # b is zeroed: the next B, which every chunk adds to
                     with shard.device:
-                        shard.bhat, shard.structures = gpu.preprocess(shard.b, structure)
+                        shard.bhat, shard.denominator, shard.structures = gpu.preprocess(shard.b, structure)
                 if len(shards) > 1:
                     _wait_for(shards)
             if workers == 1 and len(shards) == 1:
@@ -368,7 +374,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
             sizes = {"bytes_b": shards[0].b.nbytes + shards[0].bhat.nbytes,
                      "bytes_structures": shards[0].structures.nbytes}
             for shard in shards:
-                shard.bhat = shard.structures = None
+                shard.bhat = shard.denominator = shard.structures = None
             kd_mean = float(sum(int(n) for n in non_zeros)) / documents
             with ctx.untimed():
                 observed = observe(iteration + 1, shards[0].b)

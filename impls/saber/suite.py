@@ -18,7 +18,7 @@ import numpy as np
 
 from bench.corpus import cached_corpus, is_synthetic, parse_datasets
 from bench.errors import BenchError
-from bench.specs import parse_floats, parse_ints
+from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
 from impls.saber import figures, gpu, model, stream
@@ -37,6 +37,7 @@ DOCS = {"G0": "document order, alias tables, counts by sorting",
         "G3": "G2 + SSC: A rebuilt by a segmented count per document",
         "G4": "G3 + asynchronous workers: chunks on several CUDA streams (on the CPU the same computation as G3)"}
 SEED = 0
+OWN_TOPIC = ("counted", "left-out")  # verification: ESCA's draw, or each token's own topic left out of it
 
 
 def _parse_threads(spec) -> list[int]:
@@ -182,7 +183,8 @@ class SaberSuite(Suite):
         return figures.render_figures(df, meta, outdir)
 
     # Verification: every stage's topics after the iterations, on its device, identical to
-    # the CPU twin of its structure's (G0 for the alias table, G2 for the tree) from a fresh seed.
+    # the CPU twin of its structure's (G0 for the alias table, G2 for the tree) from a fresh
+    # seed; with the own topic left out (the tree stages), to G2's twin left out as well.
     verify_axes = (
         Axis("dataset", "tiny", parse_datasets, "catalogue name or path"),
         Axis("scale", "1", lambda s: parse_floats(s, "scale", 1e-6, 1.0), "shrink a synthetic corpus"),
@@ -194,17 +196,25 @@ class SaberSuite(Suite):
         Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none)"),
         Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels (0: the suite's)"),
         GPUS_AXIS,
+        Axis("own", "counted", lambda s: parse_choices(s, OWN_TOPIC, "own"),
+             "counted: ESCA's draw, each token's own topic in A, B and n_k; left-out: collapsed Gibbs's conditional "
+             "(the tree stages G2-G4)"),
     )
+
+    def skip_variant(self, point: dict, variant: str) -> str | None:
+        if point.get("own") == "left-out" and STAGES[variant][1] != "tree":
+            return f"{variant}'s alias table cannot leave the own topic out (no prefix sums)"
+        return None
 
     def verify_case(self, point: dict, seed: int) -> dict:
         work = self.prepare(point)
         work.seed = seed % 2**32
-        return {"work": work, "twins": {}}
+        return {"work": work, "twins": {}, "without_own": point["own"] == "left-out"}
 
     def output(self, case: dict, variant: str, device: str) -> dict:
         ctx = RunContext(device)
         with ctx.timed():
-            topics = iterate(case["work"], variant, ctx, device)[0]
+            topics = iterate(case["work"], variant, ctx, device, without_own=case["without_own"])[0]
         return {"variant": variant, "topics": topics}
 
     def agrees(self, case: dict, got: dict, alpha: float) -> tuple[bool, str]:
@@ -228,14 +238,15 @@ def iterate(work: Workload, variant: str, ctx, device: str = "cpu", observe=stre
     draws the twin's topics): z on the host, and the final kd_mean and the bytes of the
     arrays (metrics final_kd_mean and bytes_*). observe(iteration, b): values recorded
     beside kd_mean, untimed, from the counts B (iteration 0: the initial counts).
-    without_own: each token's own topic left out of its draw (model.e_step; the CPU twin
-    of a tree stage alone, not yet on the GPU)."""
+    without_own: each token's own topic left out of its draw (model.e_step; the tree stages
+    G2-G4 alone)."""
     pdow, structure, ssc, asynchronous = STAGES[variant]
-    if without_own and device == "gpu":
-        raise BenchError("leaving the own topic out runs on the CPU twin alone; the GPU kernels do not have it yet")
+    if without_own:
+        model.check_without_own(structure)
     if device == "gpu":
         z, metrics = stream.iterate(work.corpus, work.topics, work.iterations, structure, pdow, ssc,
-                                    work.workers if asynchronous else 1, work.seed, ctx, work.threads, observe)
+                                    work.workers if asynchronous else 1, work.seed, ctx, work.threads, observe,
+                                    without_own)
         return z, {**metrics, "bytes_l": work.corpus.bytes_of(gpu.ChunkArrays.LAYOUT + ("z",)),
                    "bytes_a": work.corpus.bytes_of(gpu.ChunkArrays.STATE[:3])}
     order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)

@@ -15,7 +15,9 @@
 //                       the non-zeros of A_d, else the word's tree (G2-G4, _tree) or alias
 //                       table (G0, G1, _alias); a warp per token in document order (G0), or
 //                       (_by_word, G1 on) a block per segment of one word with B^_v in
-//                       shared memory (_by_word_global: short segments, B^_v in global memory)
+//                       shared memory (_by_word_global: short segments, B^_v in global memory);
+//                       given the denominators of B^, the tree's draw leaves each token's own
+//                       topic out of A, B and n_k (collapsed Gibbs's conditional)
 //   saber_word_counts   B from the new topics, by integer atomics
 //   saber_segmented_count  SSC (G3 on): A of a chunk's documents, a warp per document
 
@@ -178,17 +180,42 @@ extern "C" __global__ void saber_build_aliases(const float* bhat, const float* t
 }
 
 // ---------------------------------------------------------------------------
-// The word's structures, drawn at u2 (the tree scaled by the word's total).
+// The token's own topic as a draw leaves it out (model.own_topic_correction): its B^_v,own
+// with the token taken out of B_v,own and n_own, (B^ den - 1) / (den - 1), and the word's
+// mass with that in place of B^_v,own; `shrink` is what the own topic's interval in the
+// tree loses. topic -1: ESCA's draw, the token counted, the mass the word's total.
+struct Own {
+  int topic;
+  float bhat, mass, shrink;
+};
+
+__device__ __forceinline__ Own own_topic(const float* denominator, const int* z, int p, const float* bhat_v,
+                                         float total) {
+  if (!denominator) return Own{-1, 0.0f, total, 0.0f};
+  const int k = z[p];
+  const float den = denominator[k];
+  const float bhat = __fdiv_rn(__fsub_rn(__fmul_rn(bhat_v[k], den), 1.0f), __fsub_rn(den, 1.0f));
+  return Own{k, bhat, __fadd_rn(__fsub_rn(total, bhat_v[k]), bhat), __fsub_rn(bhat_v[k], bhat)};
+}
+
+// The word's structures, drawn at u2 (scaled by the word's mass).
 struct Tree {
   const float *l4, *l3, *l2;
   int padded;
-  __device__ int draw(int v, float u2, float total) const {
+  __device__ int at(int v, float x) const {
     const int lane = threadIdx.x & 31;
-    const float x = __fmul_rn(u2, total);
     const int off3 = warp_vote(l2[(long long)v * W + lane], x) * W;
     int off4 = (off3 + warp_vote(l3[(long long)v * LEVEL3 + off3 + lane], x)) * W;
     if (off4 >= padded) off4 = padded - W;  // x above the total by rounding: the last chunk
     return off4 + warp_vote(l4[(long long)v * padded + off4 + lane], x);
+  }
+  // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: x below
+  // it is drawn as is, inside it is the own topic, past it is drawn as x + shrink.
+  __device__ int draw(int v, float u2, const Own& own) const {
+    const float x = __fmul_rn(u2, own.mass);
+    if (own.topic < 0 || (own.topic > 0 && x < l4[(long long)v * padded + own.topic - 1])) return at(v, x);
+    if (x < __fsub_rn(l4[(long long)v * padded + own.topic], own.shrink)) return own.topic;
+    return at(v, __fadd_rn(x, own.shrink));
   }
 };
 
@@ -196,7 +223,7 @@ struct Alias {
   const float* probability;
   const int* alias;
   int topics;
-  __device__ int draw(int v, float u2, float) const {
+  __device__ int draw(int v, float u2, const Own&) const {  // the own topic counted (the host refuses otherwise)
     const float x = __fmul_rn(u2, float(topics));
     const int column = min(int(x), topics - 1);
     const long long at = (long long)v * topics + column;
@@ -211,29 +238,37 @@ struct Chunk {
   const int *doc_of, *words, *a_start, *a_count, *a_idx, *a_val;
 };
 
+// A_dk B^_vk of the non-zero j of A_d, (A_dk - 1) B^'_vk for the own topic left out.
+__device__ __forceinline__ float product(const Chunk& c, int j, const float* bhat_v, const Own& own) {
+  const int k = c.a_idx[j];
+  return k == own.topic ? __fmul_rn(float(c.a_val[j] - 1), own.bhat) : __fmul_rn(float(c.a_val[j]), bhat_v[k]);
+}
+
 // The topic of the token at position p (Fig. 5, bugs fixed), the whole warp together, with
 // B^_v read from bhat_v (global memory or the block's copy): the sparse part over the
-// non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1).
+// non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1). With `denominator`
+// (n_k + V beta; the tree only) the token's own topic, z[p], is left out of its draw.
 template <typename Structure>
 __device__ int draw(const Chunk& c, int p, int v, const float* bhat_v, float alpha, float total,
-                    const Structure& structure, unsigned seed, unsigned iteration) {
+                    const float* denominator, const int* z, const Structure& structure, unsigned seed,
+                    unsigned iteration) {
   const int lane = threadIdx.x & 31;
+  const Own own = own_topic(denominator, z, p, bhat_v, total);
   const int d = c.doc_of[p];
   const uint4 r = philox4x32(make_uint4(unsigned(c.first_token + p), iteration, 0u, 0u), make_uint2(seed, 0u));
   const float u1 = to_uniform(r.x), u2 = to_uniform(r.y);
   const int start = c.a_start[d], stop = start + c.a_count[d];
   // S: lane l adds the products l, l + 32, ... in order, then the butterfly.
   float partial = 0.0f;
-  for (int j = start + lane; j < stop; j += W) partial = __fadd_rn(partial, __fmul_rn(float(c.a_val[j]), bhat_v[c.a_idx[j]]));
+  for (int j = start + lane; j < stop; j += W) partial = __fadd_rn(partial, product(c, j, bhat_v, own));
   const float s = warp_butterfly(partial);
-  if (!(__fmul_rn(u1, __fadd_rn(s, __fmul_rn(alpha, total))) < s)) return structure.draw(v, u2, total);
+  if (!(__fmul_rn(u1, __fadd_rn(s, __fmul_rn(alpha, own.mass))) < s)) return structure.draw(v, u2, own);
   // The first non-zero whose chunked prefix sum reaches u2 S; the last where none does.
   const float x = __fmul_rn(u2, s);
   float carry = 0.0f;
   for (int chunk = start; chunk < stop; chunk += W) {
     const int j = chunk + lane;
-    const float product = j < stop ? __fmul_rn(float(c.a_val[j]), bhat_v[c.a_idx[j]]) : 0.0f;
-    const float prefix = __fadd_rn(warp_scan(product), carry);
+    const float prefix = __fadd_rn(warp_scan(j < stop ? product(c, j, bhat_v, own) : 0.0f), carry);
     const unsigned ballot = __ballot_sync(FULL_MASK, j < stop && prefix >= x);
     if (ballot) return c.a_idx[chunk + __ffs(ballot) - 1];
     carry = __shfl_sync(FULL_MASK, prefix, W - 1);
@@ -244,12 +279,13 @@ __device__ int draw(const Chunk& c, int p, int v, const float* bhat_v, float alp
 // G0: a warp per token in document order, B^_v read from global memory.
 template <typename Structure>
 __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, int topics, float alpha,
-                                const float* totals, const Structure& structure, unsigned seed, unsigned iteration,
-                                int* z) {
+                                const float* totals, const float* denominator, const Structure& structure,
+                                unsigned seed, unsigned iteration, int* z) {
   const int warps = (gridDim.x * blockDim.x) >> 5;
   for (int p = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < tokens; p += warps) {
     const int v = c.words[p];
-    const int k = draw(c, p, v, bhat + (long long)v * topics, alpha, totals[v], structure, seed, iteration);
+    const int k = draw(c, p, v, bhat + (long long)v * topics, alpha, totals[v], denominator, z, structure, seed,
+                       iteration);
     if ((threadIdx.x & 31) == 0) z[p] = k;
   }
 }
@@ -262,7 +298,8 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
 template <typename Structure, bool Staged>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
                                int last, int* next, const float* bhat, int topics, float alpha, const float* totals,
-                               const Structure& structure, unsigned seed, unsigned iteration, int* z) {
+                               const float* denominator, const Structure& structure, unsigned seed,
+                               unsigned iteration, int* z) {
   extern __shared__ float staged_bhat_v[];
   __shared__ int taken;
   const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -281,35 +318,36 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
     const float total = totals[v];
     for (int i = first + warp; i < stop; i += warps) {
       const int p = by_word[i];
-      const int k = draw(c, p, v, bhat_v, alpha, total, structure, seed, iteration);
+      const int k = draw(c, p, v, bhat_v, alpha, total, denominator, z, structure, seed, iteration);
       if ((threadIdx.x & 31) == 0) z[p] = k;
     }
     __syncthreads();  // the staged B^_v and taken are read before the next segment overwrites them
   }
 }
 
-#define CHUNK_PARAMS                                                                                         \
-  long long first_token, const int *doc_of, const int *words, const int *a_start, const int *a_count,       \
-      const int *a_idx, const int *a_val, const float *bhat, int topics, float alpha, const float *totals
+#define CHUNK_PARAMS                                                                                   \
+  long long first_token, const int *doc_of, const int *words, const int *a_start, const int *a_count, \
+      const int *a_idx, const int *a_val, const float *bhat, int topics, float alpha,                 \
+      const float *totals, const float *denominator
 #define CHUNK Chunk{first_token, doc_of, words, a_start, a_count, a_idx, a_val}
 #define TREE_PARAMS const float *l4, const float *l3, const float *l2, int padded
 #define ALIAS_PARAMS const float *probability, const int *alias
 
 extern "C" __global__ void saber_sample_tree(CHUNK_PARAMS, TREE_PARAMS, int tokens, unsigned seed,
                                              unsigned iteration, int* z) {
-  sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, Tree{l4, l3, l2, padded}, seed, iteration, z);
+  sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, denominator, Tree{l4, l3, l2, padded}, seed, iteration, z);
 }
 
 extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int tokens, unsigned seed,
                                               unsigned iteration, int* z) {
-  sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, Alias{probability, alias, topics}, seed,
+  sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, denominator, Alias{probability, alias, topics}, seed,
                   iteration, z);
 }
 
 #define BY_WORD_PARAMS \
   const int *by_word, const int *segment_ptr, const int *schedule, int last, int *next, unsigned seed, \
       unsigned iteration, int *z
-#define BY_WORD_ARGS by_word, segment_ptr, schedule, last, next, bhat, topics, alpha, totals
+#define BY_WORD_ARGS by_word, segment_ptr, schedule, last, next, bhat, topics, alpha, totals, denominator
 
 extern "C" __global__ void saber_sample_tree_by_word(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {
   sample_by_word<Tree, true>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);
