@@ -222,6 +222,27 @@ def test_e_step_without_the_own_topic_draws_collapsed_gibbs_conditional(document
     assert chisquare(got[expected > 0], expected[expected > 0]).pvalue > 1e-4
 
 
+@pytest.mark.parametrize("topics", [5, 33, 1000])
+def test_a_draw_without_the_own_topic_at_u2_one_stays_within_the_topics(topics):
+    """Past the own topic's shortened interval the tree is searched at x + shrink, which
+    rounding can carry an ulp past the word's total: into the tree's padding, where there
+    is no topic, unless clamped (it happened on the GPU at K = 1000)."""
+    rng = np.random.default_rng(topics)
+    for _ in range(300):
+        b = rng.integers(0, 5, (1, topics)).astype(np.int32)
+        own = int(rng.integers(0, topics))
+        b[0, own] += 1  # the token itself
+        counts = model.Counts(np.array([0, 1]), np.array([own], np.int32), np.array([1], np.int32), b,
+                              b.sum(axis=0, dtype=np.int64) + rng.integers(0, 100, topics))
+        bhat = model.b_hat(counts)
+        trees = model.preprocess(bhat, "tree")
+        denominator = counts.topic_totals.astype(np.float32) + model.BETA  # V = 1
+        bhat_own, mass = model.own_topic_correction(bhat[0, own], denominator[own], trees.totals[0])
+        drawn = model.tree_draw_without_own(0, np.float32(1.0), mass, trees.level4, trees.level3, trees.level2, own,
+                                            bhat[0, own] - bhat_own)
+        assert 0 <= drawn < topics
+
+
 def test_leaving_the_own_topic_out_needs_the_tree():
     counts, doc_of, words = _one_document(np.array([0], np.int32), np.array([3], np.int32),
                                           np.full(4, 0.25, np.float32), 3)

@@ -181,13 +181,14 @@ def own_topic_correction(bhat_vz, denominator_z, total_v):
 def tree_draw_without_own(v, u2, mass_v, l4, l3, l2, own, shrink) -> int:
     """The tree's draw with the own topic's interval [P(own - 1), P(own)) shortened by
     `shrink` (B^_v,own - bhat_own): x below it is drawn as is, x inside it is the own
-    topic, x past it is drawn as x + shrink."""
+    topic, x past it is drawn as x + shrink, no further than the word's total (rounding
+    can carry it past, into the padding, where there is no topic)."""
     x = u2 * mass_v
     if own > 0 and x < l4[v, own - 1]:
         return tree_sample(l4[v], l3[v], l2[v], x)
     if x < l4[v, own] - shrink:
         return own
-    return tree_sample(l4[v], l3[v], l2[v], x + shrink)
+    return tree_sample(l4[v], l3[v], l2[v], min(x + shrink, l4[v, l4.shape[1] - 1]))
 
 
 @numba.njit(cache=True)

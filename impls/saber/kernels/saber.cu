@@ -210,12 +210,14 @@ struct Tree {
     return off4 + warp_vote(l4[(long long)v * padded + off4 + lane], x);
   }
   // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: x below
-  // it is drawn as is, inside it is the own topic, past it is drawn as x + shrink.
+  // it is drawn as is, inside it is the own topic, past it is drawn as x + shrink, no further
+  // than the word's total (rounding can carry it past, into the padding, where no topic is).
   __device__ int draw(int v, float u2, const Own& own) const {
+    const float* l4_v = l4 + (long long)v * padded;
     const float x = __fmul_rn(u2, own.mass);
-    if (own.topic < 0 || (own.topic > 0 && x < l4[(long long)v * padded + own.topic - 1])) return at(v, x);
-    if (x < __fsub_rn(l4[(long long)v * padded + own.topic], own.shrink)) return own.topic;
-    return at(v, __fadd_rn(x, own.shrink));
+    if (own.topic < 0 || (own.topic > 0 && x < l4_v[own.topic - 1])) return at(v, x);
+    if (x < __fsub_rn(l4_v[own.topic], own.shrink)) return own.topic;
+    return at(v, fminf(__fadd_rn(x, own.shrink), l4_v[padded - 1]));
   }
 };
 
