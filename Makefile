@@ -48,7 +48,7 @@ baseline: setup
 
 # Every CUDA kernel must build (PTX for sm_90) even where there is no GPU.
 kernels:
-	@files=$$(find impls -name '*.cu'); \
+	@files=$$(find bench impls -name '*.cu'); \
 	if [ -z "$$files" ]; then echo "no CUDA kernels yet"; exit 0; fi; \
 	for f in $$files; do echo "nvcc -ptx -arch=sm_90 $$f"; \
 	  nvcc -std=c++17 -ptx -arch=sm_90 -o /dev/null $$f || exit 1; done

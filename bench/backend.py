@@ -1,4 +1,8 @@
-"""Choosing between the CPU and GPU backends."""
+"""Choosing between the CPU and GPU backends, and the GPU helpers every suite uses (CuPy
+is imported on first use: importing this module needs no GPU)."""
+
+from functools import cache
+from pathlib import Path
 
 from bench.errors import BenchError
 
@@ -40,3 +44,23 @@ def resolve_backend(requested: str, supported: tuple[str, ...]) -> str:
     if requested == "gpu" and not gpu_available():
         raise BenchError("--backend gpu: no GPU found (CuPy missing or it sees no CUDA device)")
     return requested
+
+
+@cache
+def _module(source: Path, options: tuple[str, ...], device: int):
+    import cupy
+
+    return cupy.RawModule(code=source.read_text(), options=options)
+
+
+@cache
+def _kernel(source: Path, name: str, options: tuple[str, ...], device: int):
+    return _module(source, options, device).get_function(name)
+
+
+def raw_kernel(source: Path, name: str, options: tuple[str, ...] = ("-std=c++17",)):
+    """A kernel (cupy RawKernel) of a .cu file for the current GPU, compiled once per
+    process (CuPy also caches on disk) and loaded once per GPU."""
+    import cupy
+
+    return _kernel(source, name, options, cupy.cuda.runtime.getDevice())

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from bench.errors import BenchError
-from bench.results import key_columns, latest_code, load, read_csv, schema_for
+from bench.results import key_columns, latest_code, load, read_csv, read_sidecar, schema_for
 
 CAPTION_FONTSIZE = 6
 
@@ -50,8 +53,38 @@ def render_all(results_root: Path, figures_root: Path, suites: list, warn=print)
         for suite in suites:
             profile_path = machine_dir / f"{suite.name}-profile.csv"
             if profile_path.exists():
-                written += stall_figure(profile_path, Path(figures_root) / machine_dir.name)
+                for figure in (stall_figure, roofline_figure):
+                    written += figure(profile_path, Path(figures_root) / machine_dir.name)
     return written
+
+
+@dataclass
+class ProfileRun:
+    """A `bench profile` file's latest run: its rows, the point columns that vary (they
+    label a kernel), the others' values, and its sidecar entry."""
+
+    rows: pd.DataFrame
+    varying: list
+    constant: dict
+    info: dict
+
+    def labels(self, frame: pd.DataFrame) -> pd.Series:
+        return frame[[*self.varying, "variant", "kernel"]].astype(str).agg(" ".join, axis=1)
+
+    def caption(self) -> str:
+        run = self.rows.iloc[0]
+        return (f"Machine {run['machine']}; code version {run['code_version']}; run {run['run_id']}\n"
+                + ", ".join(f"{k}={v}" for k, v in self.constant.items())
+                + "\nNsight Compute, one launch of each kernel (bench profile; the sidecar has the commands)")
+
+
+def latest_profile(csv_path: Path) -> ProfileRun:
+    df = read_csv(csv_path)
+    df = df[df["run_id"] == df.sort_values("timestamp")["run_id"].iloc[-1]]
+    point_columns = list(df.columns[:list(df.columns).index("variant")])  # suite, backend, the axes
+    varying = [c for c in point_columns if df[c].nunique() > 1]
+    info = read_sidecar(csv_path.with_suffix(".json")).get("runs", {}).get(df["run_id"].iloc[0], {})
+    return ProfileRun(df, varying, {c: df[c].iloc[0] for c in point_columns if c not in varying}, info)
 
 
 def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[Path]:
@@ -60,16 +93,13 @@ def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[P
     is the cycles a warp waits per instruction it issues."""
     from bench.profile import STALL_PREFIX, STALL_SUFFIX
 
-    df = read_csv(csv_path)
-    df = df[df["run_id"] == df.sort_values("timestamp")["run_id"].iloc[-1]]
-    stalls = df[df["metric"].str.startswith(STALL_PREFIX)]
+    run = latest_profile(csv_path)
+    stalls = run.rows[run.rows["metric"].str.startswith(STALL_PREFIX)]
     if stalls.empty:
         return []
-    point_columns = list(df.columns[:list(df.columns).index("variant")])  # suite, backend, the axes
-    varying = [c for c in point_columns if df[c].nunique() > 1]
-    label = stalls[[*varying, "variant", "kernel"]].astype(str).agg(" ".join, axis=1)
     reason = stalls["metric"].str[len(STALL_PREFIX):-len(STALL_SUFFIX)]
-    table = stalls.assign(label=label, reason=reason).pivot_table("value", "label", "reason", aggfunc="first")
+    table = stalls.assign(label=run.labels(stalls), reason=reason).pivot_table("value", "label", "reason",
+                                                                               aggfunc="first")
     top = table.sum().sort_values(ascending=False).index[:reasons_shown]
     table = table[top].assign(other=table.drop(columns=top).sum(axis=1))
     fig = Figure(figsize=(8, 0.4 * len(table) + 1.5))
@@ -79,13 +109,69 @@ def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[P
     ax.invert_yaxis()
     ax.legend(fontsize=7, ncol=4, loc="lower right")
     ax.grid(alpha=0.3, axis="x")
-    constant = {c: df[c].iloc[0] for c in point_columns if c not in varying}
     ax.set_title(f"{csv_path.stem}: stall reasons", fontsize=10)
-    run = df.iloc[0]
-    return save(fig, outdir, f"{csv_path.stem}-stalls",
-                f"Machine {run['machine']}; code version {run['code_version']}; run {run['run_id']}\n"
-                + ", ".join(f"{k}={v}" for k, v in constant.items())
-                + "\nNsight Compute, one launch of each kernel (bench profile; the sidecar has the commands)")
+    return save(fig, outdir, f"{csv_path.stem}-stalls", run.caption())
+
+
+def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
+    """A `bench profile` file's latest run against the peaks measured in that run (its
+    sidecar; bench.peaks): each kernel's achieved GFLOP/s against its flops per DRAM byte,
+    under the roof min(FMA peak, intensity x copy bandwidth), a panel per precision (that
+    of most of its flops); and a table of every kernel, flop-less ones too, with its
+    fractions of the peaks. Nothing for a run without peaks, time or DRAM bytes."""
+    from bench.profile import kernel_rates
+
+    run = latest_profile(csv_path)
+    peaks = run.info.get("peaks")
+    rates = kernel_rates(run.rows).dropna(subset=["seconds", "bytes"]) if peaks else pd.DataFrame()
+    if rates.empty:
+        return []
+    flops = rates[["flops_f32", "flops_f64"]].fillna(0.0)
+    rates = rates.assign(precision=np.where(flops["flops_f64"] > flops["flops_f32"], "f64", "f32"),
+                         flops=flops.max(axis=1), label=run.labels(rates))
+    copy = peaks["copy_gbps"]
+    peak = rates["precision"].map(lambda p: peaks[f"fma_gflops_{p}"])
+    rates = rates.assign(gflops=rates["flops"] / rates["seconds"] / 1e9, gbps=rates["bytes"] / rates["seconds"] / 1e9,
+                         intensity=rates["flops"] / rates["bytes"])
+    roof = np.minimum(peak, rates["intensity"] * copy)
+    rates = rates.assign(fma_frac=rates["gflops"] / peak, copy_frac=rates["gbps"] / copy,
+                         roof_frac=(rates["gflops"] / roof).where(rates["flops"] > 0),
+                         bound=np.where(rates["intensity"] * copy < peak, "memory", "compute"))
+    drawn = rates[rates["flops"] > 0]
+    precisions = sorted(drawn["precision"].unique())
+    written = []
+    if precisions:
+        fig = Figure(figsize=(6 * len(precisions), 4.5))
+        for i, precision in enumerate(precisions):
+            ax = fig.add_subplot(1, len(precisions), i + 1)
+            points = drawn[drawn["precision"] == precision]
+            top = peaks[f"fma_gflops_{precision}"]
+            low, high = min(points["intensity"].min(), top / copy) / 10, max(points["intensity"].max(), top / copy) * 10
+            x = np.geomspace(low, high, 200)
+            ax.plot(x, np.minimum(top, x * copy), color="black", linewidth=1,
+                    label=f"roof: copy {copy:,.0f} GB/s, FMA {top:,.0f} GFLOP/s")
+            for j, (_, kernel) in enumerate(points.iterrows()):
+                ax.scatter(kernel["intensity"], kernel["gflops"], color=f"C{j}",
+                           label=f"{kernel['label']} ({kernel['roof_frac']:.0%} of its roof)")
+            ax.set(xscale="log", yscale="log", xlabel="flops per DRAM byte", ylabel="achieved GFLOP/s",
+                   title=f"{precision} kernels")
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=6, loc="lower right")
+        fig.suptitle(f"{csv_path.stem}: roofline", fontsize=10)
+        written += save(fig, outdir, f"{csv_path.stem}-roofline", run.caption() + "\nPeaks measured before the "
+                        "profile in the same run (bench.peaks); flops from the thread-level FMA, add and multiply "
+                        "counters (a multiply-add counts 2); bytes: DRAM read plus written")
+    table = pd.DataFrame({"kernel": rates["label"], "precision": rates["precision"],
+                          "ms": rates["seconds"].map(lambda v: f"{v * 1e3:.3g}"),
+                          "GFLOP/s": rates["gflops"].map("{:,.0f}".format),
+                          "GB/s": rates["gbps"].map("{:,.0f}".format),
+                          "flops/byte": rates["intensity"].map("{:.3g}".format),
+                          "of FMA peak": rates["fma_frac"].map("{:.1%}".format),
+                          "of copy bandwidth": rates["copy_frac"].map("{:.1%}".format),
+                          "of its roof": rates["roof_frac"].map(lambda v: "" if np.isnan(v) else f"{v:.1%}"),
+                          "roof": rates["bound"]})
+    return [*written, save_text(outdir, f"{csv_path.stem}-roofline.md", run.caption().replace("\n", "; ") +
+                                "\n\n" + table.to_markdown(index=False, disable_numparse=True))]
 
 
 def per_setting(df: pd.DataFrame, keys, always=()):

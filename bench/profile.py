@@ -4,7 +4,9 @@ Each (point, variant) runs as `bench run` (a warm-up run, then one measured run)
 ncu, which profiles one launch of every kernel: its `invocation`-th (by default the 2nd,
 after the warm-up's first). The counters come in named sets (METRIC_SETS) and are written
 as tidy rows (point, variant, kernel, metric, unit, value) to <suite>-profile.csv, beside
-the sidecar <suite>-profile.json: the machine, ncu's version and the commands of each run.
+the sidecar <suite>-profile.json: the machine, ncu's version, the commands of each run and
+the GPU's peaks measured before it (bench.peaks: copy bandwidth, FMA per precision), which
+the roofline figure draws the kernels against.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import envinfo, harness, results
+from bench import envinfo, harness, peaks, results
 from bench.errors import BenchError
 
 STALL_REASONS = ("long_scoreboard", "short_scoreboard", "wait", "barrier", "not_selected", "selected",
@@ -101,6 +103,7 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
     results.check_header(csv_path, columns)
     env = envinfo.collect_env(sys.argv)
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    limits = peaks.measure()  # the roofline's, on this GPU, before ncu holds it
     run_id = harness.new_run_id()
     stamp = {"code_version": envinfo.code_version(suite.sources), "run_id": run_id, "timestamp": harness.now(),
              "machine": envinfo.machine_slug(env, "gpu")}
@@ -123,7 +126,38 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
                 rows = rows[rows["metric"].isin(metrics)]  # not the device attributes ncu adds
                 rows = rows.assign(variant=variant, **{k: point[k] for k in ["suite", *axes]}, **stamp)
                 results.append_rows(csv_path, rows.to_dict("records"), columns)
-    info = {**env, "suite": suite.name, **stamp, "ncu_version": version[-1] if version else None,
+    info = {**env, "suite": suite.name, **stamp, "peaks": limits, "ncu_version": version[-1] if version else None,
             "metrics": metrics, "kernels": kernels, "invocation": invocation, "commands": commands}
     results.update_sidecar(sidecar, run_id, info)
     return csv_path
+
+
+# ncu prints counters in scaled units ("auto": ms, Gbyte, ...): their factors to seconds and bytes.
+UNIT_SCALE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0,
+              "second": 1.0, **{f"{prefix}byte": 1000.0 ** i for i, prefix in enumerate(("", "K", "M", "G", "T"))}}
+TIME, DRAM_BYTES = "gpu__time_duration.sum", ("dram__bytes_read.sum", "dram__bytes_write.sum")
+FLOPS = {"f32": ("ffma", "fadd", "fmul"), "f64": ("dfma", "dadd", "dmul")}  # a multiply-add counts 2
+
+
+def kernel_rates(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per profiled launch (its point, variant and kernel): seconds, DRAM bytes and
+    the flops of each precision, from the time, memory and flops sets; NaN where the run
+    did not collect them. A unit ncu prints that is not in UNIT_SCALE is a BenchError."""
+    scaled = rows["unit"].isin([*UNIT_SCALE]) | rows["metric"].isin([TIME, *DRAM_BYTES])
+    unknown = set(rows.loc[scaled & ~rows["unit"].isin([*UNIT_SCALE]), "unit"].astype(str))
+    if unknown:
+        raise BenchError(f"ncu printed time or bytes in unit(s) {', '.join(sorted(unknown))}, which bench does not know")
+    values = rows["value"] * rows["unit"].map(UNIT_SCALE).where(scaled, 1.0)
+    key = [c for c in rows.columns if c not in ("metric", "unit", "value", *BOOKKEEPING)]
+    wide = rows.assign(value=values).pivot_table(index=key, columns="metric", values="value", aggfunc="first",
+                                                 dropna=False)
+    wide = wide.dropna(how="all")
+
+    def column(metric):
+        return wide[metric] if metric in wide else pd.Series(float("nan"), index=wide.index)
+
+    out = pd.DataFrame({"seconds": column(TIME), "bytes": column(DRAM_BYTES[0]) + column(DRAM_BYTES[1])})
+    for precision, (fma, add, mul) in FLOPS.items():
+        ops = [column(f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum") for op in (fma, add, mul)]
+        out[f"flops_{precision}"] = 2 * ops[0] + ops[1] + ops[2]
+    return out.reset_index()

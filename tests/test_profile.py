@@ -18,6 +18,7 @@ from bench.errors import BenchError
 from bench.suite import get_suite
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "ncu-raw-sample.csv"
+PEAKS = {"copy_gbps": 4000.0, "fma_gflops_f32": 60_000.0, "fma_gflops_f64": 30_000.0}  # a stand-in GPU's
 
 
 def test_tidy_reads_the_raw_page_of_a_real_report():
@@ -62,6 +63,7 @@ def test_a_profile_run_writes_tidy_rows_and_its_sidecar(tmp_path, monkeypatch):
     (and a GPU by a name in the machine's description)."""
     collect_env = profiler.envinfo.collect_env
     monkeypatch.setattr(profiler.envinfo, "collect_env", lambda argv: {**collect_env(argv), "gpu_name": "Stand-in"})
+    monkeypatch.setattr(profiler.peaks, "measure", lambda: PEAKS)
     ncu = tmp_path / "ncu"
     ncu.write_text(f"""#!/bin/sh
 case "$1" in
@@ -82,6 +84,7 @@ esac
     assert set(rows["machine"]) == {"stand-in"}
     [run] = json.loads(path.with_suffix(".json").read_text())["runs"].values()
     assert run["ncu_version"] == "Version 2099.1 (stand-in)" and len(run["commands"]) == 4
+    assert run["peaks"] == PEAKS
     assert all("--kernel-id ::regex:drawz:2" in c and " -m bench run lda --backend gpu --variant " in c
                for c in run["commands"])
     assert any("--K=128" in c for c in run["commands"])
@@ -98,3 +101,66 @@ def test_the_stall_figure_of_a_profile(tmp_path):
     written = stall_figure(path, tmp_path / "figures")
     assert [p.name for p in written] == ["saber-profile-stalls.png", "saber-profile-stalls.pdf"]
     assert all(p.stat().st_size > 0 for p in written)
+
+
+def _profile_file(tmp_path, launches: list[dict], peaks: dict | None) -> Path:
+    """A profile file of one run: a row per (launch, metric), and its sidecar."""
+    flops = {metric: ("inst", 0.0) for metric in profiler.METRIC_SETS["flops"]}  # the set's counters, 0 unless given
+    rows = [{"suite": "lda", "backend": "gpu", "K": launch["K"], "variant": launch["variant"], "launch": i,
+             "kernel": launch["kernel"], "metric": metric, "unit": unit, "value": value, "code_version": "c",
+             "run_id": "r", "timestamp": "t", "machine": "m"}
+            for i, launch in enumerate(launches) for metric, (unit, value) in {**flops, **launch["counters"]}.items()]
+    path = tmp_path / "lda-profile.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    path.with_suffix(".json").write_text(json.dumps({"runs": {"r": {"peaks": peaks} if peaks else {}}}))
+    return path
+
+
+FMA, FADD, DFMA = (f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("ffma", "fadd", "dfma"))
+LAUNCHES = [  # 2 ms, 1 GB and 10^9 FMA + 10^9 adds (3 GFLOP): 1500 GFLOP/s at 3 flops a byte
+    {"K": 64, "variant": "alg4", "kernel": "drawz_alg4_f32",
+     "counters": {"gpu__time_duration.sum": ("ms", 2.0), "dram__bytes_read.sum": ("Mbyte", 800.0),
+                  "dram__bytes_write.sum": ("Gbyte", 0.2), FMA: ("inst", 1e9), FADD: ("inst", 1e9)}},
+    # 1 s, 2 TB, 10^12 double FMA: 2000 GFLOP/s, at 1 flop a byte, under the copy roof
+    {"K": 128, "variant": "alg7", "kernel": "drawz_alg7_f64",
+     "counters": {"gpu__time_duration.sum": ("second", 1.0), "dram__bytes_read.sum": ("Tbyte", 2.0),
+                  "dram__bytes_write.sum": ("byte", 0.0), DFMA: ("inst", 1e12)}},
+    # a copy: no flops, 4 GB in 2 ms
+    {"K": 128, "variant": "alg7", "kernel": "counts",
+     "counters": {"gpu__time_duration.sum": ("us", 2000.0), "dram__bytes_read.sum": ("Gbyte", 2.0),
+                  "dram__bytes_write.sum": ("Gbyte", 2.0)}},
+]
+
+
+def test_kernel_rates_convert_ncus_units_and_count_a_multiply_add_twice(tmp_path):
+    rates = profiler.kernel_rates(pd.read_csv(_profile_file(tmp_path, LAUNCHES, PEAKS))).set_index("kernel")
+    assert rates.loc["drawz_alg4_f32", ["seconds", "bytes", "flops_f32"]].tolist() == pytest.approx([2e-3, 1e9, 3e9])
+    assert rates.loc["drawz_alg7_f64", ["seconds", "bytes", "flops_f64"]].tolist() == pytest.approx([1.0, 2e12, 2e12])
+    assert rates.loc["counts", ["seconds", "bytes"]].tolist() == pytest.approx([2e-3, 4e9])
+    odd = pd.read_csv(_profile_file(tmp_path, LAUNCHES, PEAKS)).replace({"unit": {"us": "fortnight"}})
+    with pytest.raises(BenchError, match="fortnight"):
+        profiler.kernel_rates(odd)
+
+
+def test_the_roofline_of_a_profile_reports_every_kernel_against_the_runs_peaks(tmp_path):
+    from bench.figures import roofline_figure
+
+    written = roofline_figure(_profile_file(tmp_path, LAUNCHES, PEAKS), tmp_path / "figures")
+    assert [p.name for p in written] == ["lda-profile-roofline.png", "lda-profile-roofline.pdf",
+                                         "lda-profile-roofline.md"]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in written[-1].read_text().splitlines()
+            if line.startswith("| ")]
+    assert rows[0] == ["kernel", "precision", "ms", "GFLOP/s", "GB/s", "flops/byte", "of FMA peak",
+                       "of copy bandwidth", "of its roof", "roof"]
+    assert rows[1:] == [
+        # 1500 of 60,000 GFLOP/s; 500 of 4000 GB/s; its roof at 3 flops a byte is 12,000 GFLOP/s
+        ["64 alg4 drawz_alg4_f32", "f32", "2", "1,500", "500", "3", "2.5%", "12.5%", "12.5%", "memory"],
+        # 2000 GFLOP/s at 1 flop a byte: half the copy roof's 4000
+        ["128 alg7 drawz_alg7_f64", "f64", "1e+03", "2,000", "2,000", "1", "6.7%", "50.0%", "50.0%", "memory"],
+        ["128 alg7 counts", "f32", "2", "0", "2,000", "0", "0.0%", "50.0%", "", "memory"]]
+
+
+def test_a_profile_without_peaks_has_no_roofline(tmp_path):
+    from bench.figures import roofline_figure
+
+    assert roofline_figure(_profile_file(tmp_path, LAUNCHES, None), tmp_path / "figures") == []

@@ -237,7 +237,7 @@ def test_a_draw_without_the_own_topic_at_u2_one_stays_within_the_topics(topics):
         bhat = model.b_hat(counts)
         trees = model.preprocess(bhat, "tree")
         denominator = counts.topic_totals.astype(np.float32) + model.BETA  # V = 1
-        bhat_own, mass = model.own_topic_correction(bhat[0, own], denominator[own], trees.totals[0])
+        bhat_own, mass = map(np.float32, model.own_topic_correction(bhat[0, own], denominator[own], trees.totals[0]))
         drawn = model.tree_draw_without_own(0, np.float32(1.0), mass, trees.level4, trees.level3, trees.level2, own,
                                             bhat[0, own] - bhat_own)
         assert 0 <= drawn < topics

@@ -124,6 +124,43 @@ def test_e_step_draws_the_twins_topics_with_any_block_size(topics, threads, by_w
     np.testing.assert_array_equal(_gathered_z(chunks), expected)
 
 
+@pytest.mark.parametrize("topics", [1, 5, 33, 1000, 4097])
+def test_the_own_topic_correction_and_its_tree_draw_are_the_twins_bit_for_bit(topics):
+    """The probe kernel: for each (word, u2, own topic), the corrected B^ and mass bit for
+    bit, and the tree's draw, the twin's; u2 = 1 among them, where rounding carries x past
+    the word's total unless clamped (a test of the topics alone could miss either)."""
+    from bench.backend import raw_kernel
+
+    rng = np.random.default_rng(topics)
+    vocabulary, draws = 50, 3000
+    b = rng.integers(0, 4, (vocabulary, topics)).astype(np.int32)
+    v = rng.integers(0, vocabulary, draws).astype(np.int32)
+    own = rng.integers(0, topics, draws).astype(np.int32)
+    np.add.at(b, (v, own), 1)  # each drawing token counted in its own topic
+    counts = model.Counts(None, None, None, b, b.sum(axis=0, dtype=np.int64))
+    bhat = model.b_hat(counts)
+    trees = model.preprocess(bhat, "tree")
+    denominator = counts.topic_totals.astype(np.float32) + np.float32(vocabulary) * model.BETA
+    u2 = rng.random(draws).astype(np.float32)
+    u2[::5] = 1.0
+    expected = np.empty((draws, 3))
+    for i in range(draws):
+        own_bhat, mass = map(np.float32, model.own_topic_correction(bhat[v[i], own[i]], denominator[own[i]],
+                                                                    trees.totals[v[i]]))  # numba returns floats
+        expected[i] = own_bhat, mass, model.tree_draw_without_own(v[i], u2[i], mass, trees.level4, trees.level3,
+                                                                  trees.level2, own[i], bhat[v[i], own[i]] - own_bhat)
+    device_bhat, device_denominator, device_trees = gpu.preprocess(cupy.asarray(b), "tree")
+    got = [cupy.empty(draws, cupy.float32), cupy.empty(draws, cupy.float32), cupy.empty(draws, cupy.int32)]
+    raw_kernel(gpu.KERNEL_SOURCE, "saber_own_topic_draws")((-(-draws * 32 // gpu.BLOCK),), (gpu.BLOCK,), (
+        device_bhat, np.int32(topics), device_denominator, device_trees.totals, device_trees.level4,
+        device_trees.level3, device_trees.level2, np.int32(device_trees.level4.shape[1]), np.int32(draws),
+        cupy.asarray(v), cupy.asarray(u2), cupy.asarray(own), *got))
+    np.testing.assert_array_equal(cupy.asnumpy(got[0]), expected[:, 0].astype(np.float32))
+    np.testing.assert_array_equal(cupy.asnumpy(got[1]), expected[:, 1].astype(np.float32))
+    np.testing.assert_array_equal(cupy.asnumpy(got[2]), expected[:, 2].astype(np.int32))
+    assert (cupy.asnumpy(got[2]) < topics).all()
+
+
 @pytest.mark.parametrize("by_word", [False, True])
 @pytest.mark.parametrize("topics", [1, 5, 33, 1000, 4097, 32768])
 def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word):

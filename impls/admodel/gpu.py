@@ -14,7 +14,7 @@ import numpy as np
 
 from impls.admodel.cpu import prior_constant
 from impls.admodel.data import BYTES_PER_OBSERVATION, MATERIAL, PLACEMENT, PSI, Data
-from impls.cuda import raw_kernel
+from bench.backend import raw_kernel
 
 KERNEL_SOURCE = Path(__file__).parent / "kernels" / "admodel.cu"
 FACTORS = 10  # N: the kernels are compiled for it

@@ -14,7 +14,7 @@ import cupy
 import numpy as np
 
 from bench.timing import CudaClock
-from impls import cuda
+from bench import backend
 from impls.admodel import data, gpu
 from impls.admodel.suite import evaluation_theta
 
@@ -65,7 +65,7 @@ for precision in (np.float64, np.float32):
     theta = cupy.asarray(evaluation_theta(d)).astype(precision)
     for cap in (None, *CAPS):
         options = ("-std=c++17",) if cap is None else ("-std=c++17", f"-DREGISTERS={cap}")
-        gpu.raw_kernel = functools.partial(cuda.raw_kernel, options=options)
+        gpu.raw_kernel = functools.partial(backend.raw_kernel, options=options)
         for block in BLOCKS:
             times = {name: milliseconds(run) for name, run in runs(theta, block).items()}
             rows.append({"precision": np.dtype(precision).name, "cap": cap or "source", "block": block, **times})

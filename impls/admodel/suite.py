@@ -26,7 +26,7 @@ from impls.admodel.data import BYTES_PER_OBSERVATION
 PRECISIONS = {"f64": np.float64, "f32": np.float32}
 OPS = ("objective", "gradient", "both")
 CACHE_POLICIES = ("ldg", "ldcg")
-SOURCES = ("impls/admodel", "impls/cuda.py")
+SOURCES = ("impls/admodel",)
 CPU_SCALE = "0.015625"  # 1/64: sim 524,288 observations, real-like 212,808; a CPU sweep in a minute
 # Which variants compute which op (CPU: one numba pass computes f, and the gradient if asked).
 OP_VARIANTS = {"objective": ("cpu-serial", "cpu-parallel", "objective"),

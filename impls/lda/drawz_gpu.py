@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.cuda import raw_kernel
+from bench.backend import raw_kernel
 from impls.lda.drawz_cpu import VARIANTS
 
 KERNEL_SOURCE = Path(__file__).parent / "kernels" / "drawz.cu"

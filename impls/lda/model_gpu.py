@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from impls.lda import model
-from impls.cuda import raw_kernel
+from bench.backend import raw_kernel
 from impls.lda.drawz_gpu import draw_z_gpu
 
 COUNTS_SOURCE = Path(__file__).parent / "kernels" / "counts.cu"

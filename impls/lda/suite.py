@@ -13,7 +13,7 @@ from bench.suite import Axis, Defaults, Metric, Suite, Variant
 from impls.lda import drawz_cpu, figures, model, verify
 
 WARP_SIZES = (8, 16, 32)
-SOURCES = ("impls/lda", "impls/cuda.py")
+SOURCES = ("impls/lda",)
 
 
 CPU_TOKENS = 30_727  # wiki-synth at scale 0.01: `bench sweep --k 4..1024` ends in minutes on 2 cores

@@ -3,8 +3,8 @@ evaluator (impls/saber/heldout.py), its curve of held-out log-likelihood per tok
 training time (the paper's Figures 11 and 12).
 
 Every system trains on the same documents (the corpus less the held-out ones) with
-alpha = 50/K and beta = 0.01, for `iterations` sweeps (G4, G0 and the CPU systems from one
-seeded start, the peers from their own); every `eval_every` sweeps (and at 0 and the last)
+alpha = 50/K and beta = 0.01, for `iterations` sweeps (G4, G0, delayed-gibbs and the CPU
+systems from one seeded start, the peers from their own); every `eval_every` sweeps (and at 0 and the last)
 its counts B are handed to the evaluator, untimed. Systems: SaberLDA's G4 and G0 on the GPU
 (the suite `saber`'s code: resident or streamed, on one GPU or several), ESCA on the CPU
 (the twin of G3, its E-step on every core), delayed Gibbs (G4 with each token's own topic
@@ -102,7 +102,7 @@ class SaberFitSuite(Suite):
         Metric("loglik", "nats/token", per="iteration", help="held-out log-likelihood per token after the iteration"),
         Metric("kd_mean", "", per="iteration", help="saber: mean non-zeros per row of A after the iteration"),
     )
-    sources = ("impls/saber",)
+    sources = ("impls/saber", "impls/lda")  # lda's: the dense GPU peer
 
     def defaults(self, backend: str) -> Defaults:
         return Defaults(repeats=1, warmup=0, note="one training run per system: a convergence curve, not a timing "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.cuda import raw_kernel
+from bench.backend import raw_kernel
 from impls.saber.model import BETA, Structures, alpha_of, check_without_own
 from impls.saber.structures import LEVEL3, W, padded
 

@@ -209,7 +209,7 @@ class SaberSuite(Suite):
     def verify_case(self, point: dict, seed: int) -> dict:
         work = self.prepare(point)
         work.seed = seed % 2**32
-        return {"work": work, "twins": {}, "without_own": point["own"] == "left-out"}
+        return {"work": work, "twins": {}, "without_own": point.get("own") == "left-out"}
 
     def output(self, case: dict, variant: str, device: str) -> dict:
         ctx = RunContext(device)

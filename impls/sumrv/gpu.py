@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.cuda import raw_kernel
+from bench import peaks as bench_peaks
+from bench.backend import raw_kernel
 from impls.sumrv.cpu import via_linear
 
 KERNEL_SOURCE = Path(__file__).parent / "kernels" / "sumrv.cu"
@@ -197,34 +198,13 @@ def convolve(variant: str, p, q, log: bool):
     return VARIANTS[variant](p, q, log)
 
 
-# The physical limits, measured by kernels that do nothing else: multiply-adds
-# (2 flops each) and the log kernels' exp-and-add per term, with 8 independent chains
-# per thread on every SM. The best of a few launches timed with CUDA events.
-PEAK_THREADS, PEAK_ITERATIONS, PEAK_CHAINS, PEAK_TRIES = 256, 1 << 14, 8, 5
-
-
 @cache
 def peaks(precision: str) -> dict:
-    """{"fma_gflops": ..., "exp_gterms": ...} of this GPU in this precision."""
-    import cupy
-
+    """{"fma_gflops": ..., "exp_gterms": ...} of this GPU in this precision: the FMA peak
+    (bench.peaks) and the log kernels' exp-and-add per term, measured alike."""
     dtype = np.float32 if precision == "f32" else np.float64
-    blocks = multiprocessors() * 8
-    out = cupy.empty(blocks * PEAK_THREADS, dtype=dtype)
-    rates = {}
-    for name, args, per_iteration in (("fma", (dtype(0.999), dtype(1e-3)), 2), ("exp", (dtype(0), dtype(1e-4)), 1)):
-        launch = kernel(f"peak_{name}_{precision}")
-        best = np.inf
-        for _ in range(PEAK_TRIES + 1):  # the first launch is a warm-up
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            launch((blocks,), (PEAK_THREADS,), (out, np.int32(PEAK_ITERATIONS), *args))
-            stop.record()
-            stop.synchronize()
-            best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-        operations = blocks * PEAK_THREADS * PEAK_ITERATIONS * PEAK_CHAINS * per_iteration
-        rates[name] = operations / best / 1e9
-    return {"fma_gflops": rates["fma"], "exp_gterms": rates["exp"]}
+    exp_rate = bench_peaks.best_rate(kernel(f"peak_exp_{precision}"), precision, (dtype(0), dtype(1e-4)), 1)
+    return {"fma_gflops": bench_peaks.fma_gflops(precision), "exp_gterms": exp_rate / 1e9}
 
 
 def kernel_names() -> list[str]:
@@ -233,7 +213,7 @@ def kernel_names() -> list[str]:
         names += [f"sumrv_{k}_{precision}_{space}" for k in
                   ("naive", "skewdiag", "skewdiag_det", "skewdiag_combine", "split_combine")]
         names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs]
-    return names + [f"peak_{name}_{precision}" for name in ("fma", "exp") for precision in ("f32", "f64")]
+    return names + [f"peak_exp_{precision}" for precision in ("f32", "f64")]
 
 
 def kernel_resources() -> list[dict]:

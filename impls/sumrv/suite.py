@@ -206,7 +206,7 @@ class SumrvSuite(Suite):
         Metric("max_rel_error", "", help="largest relative error of an output probability against the float64 "
                "reference (first pairs of the batch)"),
     )
-    sources = ("impls/sumrv", "impls/cuda.py")
+    sources = ("impls/sumrv",)
 
     verify_axes = (
         Axis("m", "1..70", _sizes("m"), "length of p"),

@@ -16,8 +16,10 @@
 //                       table (G0, G1, _alias); a warp per token in document order (G0), or
 //                       (_by_word, G1 on) a block per segment of one word with B^_v in
 //                       shared memory (_by_word_global: short segments, B^_v in global memory);
-//                       given the denominators of B^, the tree's draw leaves each token's own
-//                       topic out of A, B and n_k (collapsed Gibbs's conditional)
+//                       given the denominators of B^, the tree stages' draw leaves each token's
+//                       own topic out of A, B and n_k (collapsed Gibbs's conditional)
+//   saber_own_topic_draws  a probe for the tests: the own-topic correction and the tree's draw
+//                       of given (word, u2, own topic), a warp each
 //   saber_word_counts   B from the new topics, by integer atomics
 //   saber_segmented_count  SSC (G3 on): A of a chunk's documents, a warp per document
 
@@ -232,6 +234,25 @@ struct Alias {
     return __fsub_rn(x, float(column)) < probability[at] ? column : alias[at];
   }
 };
+
+// The probe: for draw i, word v[i] at u2[i] with its own topic own[i] left out: the
+// corrected B^, the mass and the topic the tree's draw gives, as the twin's
+// own_topic_correction and tree_draw_without_own (z is own, read at position i).
+extern "C" __global__ void saber_own_topic_draws(const float* bhat, int topics, const float* denominator,
+                                                 const float* totals, const float* l4, const float* l3,
+                                                 const float* l2, int padded, int draws, const int* v,
+                                                 const float* u2, const int* own, float* own_bhat, float* mass,
+                                                 int* topic) {
+  const int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (i >= draws) return;  // whole warps leave together
+  const Own o = own_topic(denominator, own, i, bhat + (long long)v[i] * topics, totals[v[i]]);
+  const int k = Tree{l4, l3, l2, padded}.draw(v[i], u2[i], o);
+  if ((threadIdx.x & 31) == 0) {
+    own_bhat[i] = o.bhat;
+    mass[i] = o.mass;
+    topic[i] = k;
+  }
+}
 
 // One chunk's tokens (positions local to it, int32) and the counts A of its documents:
 // document d's non-zeros are a_idx/a_val[a_start[d], a_start[d] + a_count[d]).

@@ -18,7 +18,7 @@
 //   sumrv_strip_<cfg>_*    ours: a block computes a strip of outputs, p and q staged
 //                          in shared memory, R outputs per thread in registers
 //   sumrv_split_combine_*  sums the strip kernel's partial results over j-splits
-//   peak_fma_*, peak_exp_* the physical limits the kernels are reported against
+//   peak_exp_*             the exp-and-add rate the log kernels are reported against
 
 #define WARP 32
 
@@ -362,21 +362,9 @@ __device__ void split_combine(const T* partial, T* r, long long ldr, long long i
 }
 
 // ---------------------------------------------------------------------------
-// Peaks: CHAINS independent chains per thread, enough threads to fill the GPU.
-// fma: x = x * a + b (2 flops). exp: the log kernels' inner term, acc += exp(x - c).
+// The exp peak: CHAINS independent chains per thread, enough threads to fill the GPU, of
+// the log kernels' inner term, acc += exp(x - c) (the FMA peak: bench/kernels/peaks.cu).
 constexpr int CHAINS = 8;
-template <typename T> __device__ void peak_fma(T* out, int iterations, T a, T b) {
-  T x[CHAINS];
-#pragma unroll
-  for (int k = 0; k < CHAINS; ++k) x[k] = T(threadIdx.x + k);
-  for (int it = 0; it < iterations; ++it)
-#pragma unroll
-    for (int k = 0; k < CHAINS; ++k) x[k] = fma(x[k], a, b);
-  T sum = 0;
-#pragma unroll
-  for (int k = 0; k < CHAINS; ++k) sum += x[k];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = sum;  // keeps the chains alive
-}
 template <typename T> __device__ void peak_exp(T* out, int iterations, T a, T b) {
   T x[CHAINS], acc[CHAINS];
 #pragma unroll
@@ -428,9 +416,6 @@ template <typename T> __device__ void peak_exp(T* out, int iterations, T a, T b)
 #define STRIPS(T, PREC, SP, LOG) \
   STRIP(T, PREC, SP, LOG, 32, 4, 64, 1) STRIP(T, PREC, SP, LOG, 64, 8, 128, 2) STRIP(T, PREC, SP, LOG, 128, 8, 512, 4)
 #define PEAKS(T, PREC)                                                                              \
-  extern "C" __global__ void peak_fma_##PREC(T *out, int iterations, T a, T b) {                    \
-    peak_fma<T>(out, iterations, a, b);                                                             \
-  }                                                                                                 \
   extern "C" __global__ void peak_exp_##PREC(T *out, int iterations, T a, T b) {                    \
     peak_exp<T>(out, iterations, a, b);                                                             \
   }
