@@ -37,13 +37,14 @@ def _to_device(*arrays):
     return [cupy.asarray(a) for a in arrays]
 
 
-def _draw_gpu(variant, problem, storage="auto"):
+def _draw_gpu(variant, problem, storage="auto", max_registers=0):
     """z from one GPU launch on a poisoned output, copied back to the host."""
     import cupy
 
     d_doc_ptr, d_words, d_theta, d_phi, d_u = problem
     z = cupy.full(d_words.size, -1, dtype=cupy.int32)
-    drawz_gpu.draw_z_gpu(variant, d_doc_ptr, d_words, d_theta, d_phi, d_u, z, W, storage=storage)
+    drawz_gpu.draw_z_gpu(variant, d_doc_ptr, d_words, d_theta, d_phi, d_u, z, W, storage=storage,
+                         max_registers=max_registers)
     cupy.cuda.get_current_stream().synchronize()
     return cupy.asnumpy(z)
 
@@ -108,6 +109,25 @@ def test_every_gpu_variant_matches_its_cpu_twin_on_real_weights(precision):
                 if (z != twin).any():
                     failures.append((K, variant, storage, int(np.count_nonzero(z != twin))))
     assert not failures, f"(K, variant, storage, mismatches): {failures}"
+
+
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_a_register_cap_spills_but_draws_the_twins_topics(precision):
+    """--maxrregcount moves values to local memory, not the arithmetic: the capped kernels
+    (alg4 and alg7 use 150-254 registers uncapped) still draw their twins' topics."""
+    pytest.importorskip("cupy")
+    failures = []
+    for K in (33, 1024):
+        host = _real_problem(K, precision, seed=6, num_docs=64, max_length=60)
+        device = _to_device(*host)
+        for variant in ("alg4", "alg7", "warpscan"):
+            twin = _draw_cpu(variant, *host)
+            for cap in (32, 64, 128):
+                z = _draw_gpu(variant, device, "auto", cap)
+                if (z != twin).any():
+                    failures.append((K, variant, cap, int(np.count_nonzero(z != twin))))
+    assert not failures, f"(K, variant, registers, mismatches): {failures}"
+    assert drawz_gpu.kernel("drawz_alg4_f32", 64).attributes["num_regs"] <= 64
 
 
 @pytest.mark.parametrize("K", [40, 100, 517])

@@ -32,9 +32,11 @@ _ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2, "warpscan": 0}  # 
 _THREADS_PER_DOCUMENT = {"warpscan": W}  # a warp per document; the others a thread
 
 
-def kernel(name: str):
-    """One draw-z kernel, by name."""
-    return raw_kernel(KERNEL_SOURCE, name, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}"))
+def kernel(name: str, max_registers: int = 0):
+    """One draw-z kernel, by name; max_registers > 0 caps its registers per thread (NVRTC's
+    --maxrregcount: what does not fit spills to local memory), trading them for occupancy."""
+    cap = (f"--maxrregcount={max_registers}",) if max_registers else ()
+    return raw_kernel(KERNEL_SOURCE, name, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}", *cap))
 
 
 def kernel_name(variant: str, precision: str, storage: str) -> str:
@@ -47,7 +49,7 @@ def kernel_names() -> list[str]:
     return sorted({kernel_name(v, p, s) for s in ("local", "global") for p in ("f32", "f64") for v in _KERNEL})
 
 
-def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto"):
+def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", max_registers=0):
     """Draw z for every token with the named variant, on the GPU.
 
     doc_ptr int64[M+1], words int32[T], theta [M, K], phi [V, K] and u [T] of
@@ -56,7 +58,8 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto"):
     empty documents).  storage: "local" keeps each lane's p (and theta_local)
     in local memory, for K <= KMAX_LOCAL; "global" in a scratch buffer
     allocated here, for any K; "auto" picks the variant's faster store
-    (PREFERRED_STORAGE), global where K > KMAX_LOCAL.  The launch is
+    (PREFERRED_STORAGE), global where K > KMAX_LOCAL.  max_registers: a cap
+    on the kernel's registers per thread (kernel()), 0 for none.  The launch is
     asynchronous (current stream); word ids and doc_ptr are not checked, as
     that would need a copy to the host."""
     import cupy
@@ -98,7 +101,7 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto"):
         scratch = cupy.empty(_ARRAYS[variant] * K * grid * BLOCK, dtype=dtype)
     else:
         scratch = np.uint64(0)  # a null pointer: the local-memory kernels ignore it
-    launch = kernel(kernel_name(variant, _PRECISION[dtype], storage))
+    launch = kernel(kernel_name(variant, _PRECISION[dtype], storage), max_registers)
     shared = 0
     if variant == "warpscan":  # a tile of K products (one pad word per 32) per warp
         shared = BLOCK // W * (K + K // W + 1) * dtype.itemsize

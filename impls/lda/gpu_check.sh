@@ -4,11 +4,16 @@
 #   bash impls/lda/gpu_check.sh check fig6 kernels   # tests, verify, sanitizers, Figure 6, draw-z alone
 #   bash impls/lda/gpu_check.sh fig7-f32             # Figure 7(a) with warpscan on the whole grid
 #   bash impls/lda/gpu_check.sh fig7-f64 fig8        # Figure 7(b), Figure 8
+#   bash impls/lda/gpu_check.sh profile registers    # bench profile of the draw-z kernels (every counter
+#                                                    # set, the roofline's peaks); ST1/ST2's test: alg4 and
+#                                                    # alg7 with their registers capped, on nytimes-synth
+#                                                    # (300,000 documents: registers, not the grid, bind)
 #
 # Run from the repository root with $OUT set (the device tool's output folder). Results
 # are appended to $OUT/<gpu>/ starting from the committed results/<gpu>/ files, so a
 # stage resumes what an earlier call measured; a summary table is printed last.
-source impls/gpu_check_setup.sh gpu-check.log lda.csv lda.json lda-kernels.csv lda-kernels.json
+source impls/gpu_check_setup.sh gpu-check.log lda.csv lda.json lda-kernels.csv lda-kernels.json lda-profile.csv \
+  lda-profile.json lda-kernels-profile.csv lda-kernels-profile.json
 SWEEP="python3 -m bench sweep lda --backend gpu --iterations 3 --out $DIR"
 
 for stage in "$@"; do
@@ -30,6 +35,12 @@ for stage in "$@"; do
     fig7-f32) step $SWEEP --k 4..1024 --precision f32 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
     fig7-f64) step $SWEEP --k 4..1024 --precision f64 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
     fig8) step $SWEEP --k 480..544:1 --variant alg4,alg7 --repeats 5 ;;
+    profile) step python3 -m bench profile lda --k 1024 --precision f32,f64 --iterations 1 \
+               --variant alg1,alg4,alg7,warpscan --kernels drawz --out "$DIR" ;;
+    registers)
+      CAPPED="--dataset nytimes-synth --k 1024 --precision f32,f64 --variant alg4,alg7 --registers 0,64,96,128"
+      step python3 -m bench sweep lda-kernels --backend gpu --out "$DIR" $CAPPED
+      step python3 -m bench profile lda-kernels $CAPPED --metrics time,occupancy,local,issue,stalls --out "$DIR" ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done

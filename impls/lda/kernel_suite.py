@@ -25,6 +25,7 @@ class Workload:
     u: object
     z: object
     storage: str
+    registers: int  # the GPU kernel's cap (0: none)
 
     @property
     def num_tokens(self) -> int:
@@ -42,6 +43,9 @@ class LdaKernelSuite(DrawzSuite, Suite):
              aliases=("k",)),
         Axis("storage", "auto", lambda s: parse_choices(s, STORAGES, "storage"),
              "GPU store of the per-lane arrays: auto (the variant's faster), local or global", tune=True),
+        Axis("registers", "0", lambda s: parse_ints(s, "registers", minimum=0, maximum=255),
+             "GPU: a cap on the kernel's registers per thread (NVRTC --maxrregcount; 0: none), registers traded "
+             "for occupancy", tune=True),
     )
     variants = DRAWZ_VARIANTS
     reference = "alg1"
@@ -62,6 +66,8 @@ class LdaKernelSuite(DrawzSuite, Suite):
     def skip(self, point: dict) -> str | None:
         if point["backend"] == "cpu" and point["storage"] != "auto":
             return "storage chooses between GPU memories: auto only on a CPU"
+        if point["backend"] == "cpu" and point["registers"]:
+            return "registers caps a GPU kernel's: 0 only on a CPU"
         return None
 
     def prepare(self, point: dict) -> Workload:
@@ -82,14 +88,14 @@ class LdaKernelSuite(DrawzSuite, Suite):
             arrays = tuple(xp.asarray(a) for a in arrays)
         else:
             xp = np
-        return Workload(xp, *arrays, storage=point["storage"])
+        return Workload(xp, *arrays, storage=point["storage"], registers=point["registers"])
 
     def run(self, work: Workload, variant: str, ctx) -> None:
         if ctx.device == "gpu":
             from impls.lda.drawz_gpu import draw_z_gpu
 
             draw_z_gpu(variant, work.doc_ptr, work.words, work.theta, work.phi, work.u, work.z, 32,
-                       storage=work.storage)
+                       storage=work.storage, max_registers=work.registers)
         else:
             drawz_cpu.draw_z(variant, work.doc_ptr, work.words, work.theta, work.phi, work.u, work.z, 32)
 
