@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import resource
 import signal
 import statistics
 import sys
@@ -153,6 +154,12 @@ def plan(suite: Suite, given: dict[str, str], backend: str, variant_names: list[
     if not kept:
         raise BenchError("every combination is invalid: " + "; ".join(result.describe_skips()))
     return result
+
+
+def peak_host_memory_gib() -> float:
+    """This process's peak resident memory so far (Linux counts it in KiB): what a corpus
+    beyond the GPU's memory asked of the host."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def describe(point: dict) -> str:
@@ -320,6 +327,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
-        results.update_sidecar(sidecar, run_id, {**status, "points_done": done, "finished": now()})
+        results.update_sidecar(sidecar, run_id, {**status, "points_done": done, "finished": now(),
+                                                 "peak_host_memory_gib": peak_host_memory_gib()})
     console.print(f"{done} points measured; results in {csv_path}")
     return 0

@@ -84,6 +84,7 @@ def test_sweep_writes_rows_series_and_schema(tmp_path):
     assert results.key_columns(sidecar["schema"]) == ["suite", "backend", "n", "method", "block"]
     [run] = sidecar["runs"].values()
     assert run["status"] == "complete" and run["skipped_variants"]["peerlib"].startswith("needs")
+    assert 0.01 < run["peak_host_memory_gib"] < 1000  # this process's, at least the interpreter's
     assert run["code_version"] == envinfo.code_version(FAKE.sources)
 
 
