@@ -143,15 +143,13 @@ def kernel_rates(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per profiled launch (its point, variant and kernel): seconds, DRAM bytes and
     the flops of each precision, from the time, memory and flops sets; NaN where the run
     did not collect them. A unit ncu prints that is not in UNIT_SCALE is a BenchError."""
-    scaled = rows["unit"].isin([*UNIT_SCALE]) | rows["metric"].isin([TIME, *DRAM_BYTES])
+    scaled = rows["metric"].isin([TIME, *DRAM_BYTES])
     unknown = set(rows.loc[scaled & ~rows["unit"].isin([*UNIT_SCALE]), "unit"].astype(str))
     if unknown:
         raise BenchError(f"ncu printed time or bytes in unit(s) {', '.join(sorted(unknown))}, which bench does not know")
     values = rows["value"] * rows["unit"].map(UNIT_SCALE).where(scaled, 1.0)
     key = [c for c in rows.columns if c not in ("metric", "unit", "value", *BOOKKEEPING)]
-    wide = rows.assign(value=values).pivot_table(index=key, columns="metric", values="value", aggfunc="first",
-                                                 dropna=False)
-    wide = wide.dropna(how="all")
+    wide = rows.assign(value=values).groupby([*key, "metric"], dropna=False)["value"].first().unstack("metric")
 
     def column(metric):
         return wide[metric] if metric in wide else pd.Series(float("nan"), index=wide.index)
