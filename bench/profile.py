@@ -146,7 +146,7 @@ def kernel_rates(rows: pd.DataFrame) -> pd.DataFrame:
     scaled = rows["metric"].isin([TIME, *DRAM_BYTES])
     unknown = set(rows.loc[scaled & ~rows["unit"].isin([*UNIT_SCALE]), "unit"].astype(str))
     if unknown:
-        raise BenchError(f"ncu printed time or bytes in unit(s) {', '.join(sorted(unknown))}, which bench does not know")
+        raise BenchError(f"ncu printed time or bytes in unit(s) {', '.join(sorted(unknown))}, unknown to bench")
     values = rows["value"] * rows["unit"].map(UNIT_SCALE).where(scaled, 1.0)
     key = [c for c in rows.columns if c not in ("metric", "unit", "value", *BOOKKEEPING)]
     wide = rows.assign(value=values).groupby([*key, "metric"], dropna=False)["value"].first().unstack("metric")

@@ -358,7 +358,8 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
 
 extern "C" __global__ void saber_sample_tree(CHUNK_PARAMS, TREE_PARAMS, int tokens, unsigned seed,
                                              unsigned iteration, int* z) {
-  sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, denominator, Tree{l4, l3, l2, padded}, seed, iteration, z);
+  sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, denominator, Tree{l4, l3, l2, padded}, seed,
+                  iteration, z);
 }
 
 extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int tokens, unsigned seed,
