@@ -90,6 +90,27 @@ def test_figure6_needs_both_application_variants(tmp_path):
     assert not any("dirichlet" in name for name in names)
 
 
+def test_figure6_by_phase_says_what_the_draw_gains_and_its_share(tmp_path):
+    """alg1: 10 s a run, 8 of them the draw; alg7: 6 s, 4 the draw. The whole gains 10/6,
+    the draw 2x, and the draw is 80% of alg1's run."""
+    rows = []
+    for update in ("mfm", "dirichlet"):
+        for variant, seconds, draw in (("alg1", 10.0, 8.0), ("alg7", 6.0, 4.0)):
+            for repeat in range(3):
+                rows.append({"suite": "lda", "backend": "gpu", "dataset": "wiki", "update": update, "precision": "f32",
+                             "K": 240, "iterations": 3, "variant": variant, "repeat": repeat, "group": update,
+                             "run_id": "r1", "code_version": "abc123", "timestamp": "2026-01-02T03:04:05+00:00",
+                             "machine": "nvidia-h100", "seconds": seconds, "rng_s": 0.5, "draw_z_s": draw,
+                             "counts_s": 1.0, "update_s": seconds - draw - 1.5})
+    written = lda_figures.render_figures(pd.DataFrame(rows), {"runs": {"r1": ENV}, "schema": SCHEMA}, tmp_path)
+    [table] = [p for p in written if p.name == "fig6-phases.md"]
+    lines = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.read_text().splitlines()
+             if line.startswith("| ")]
+    assert lines[0][:7] == ["update", "precision", "K", "alg1 ms a run", "alg7 over alg1, whole",
+                            "alg7 over alg1, draw", "draw's share of alg1"]
+    assert lines[1][:7] == ["dirichlet", "f32", "240", "1e+04", "1.67", "2", "0.8"]
+
+
 def test_caption_names_machine_software_and_constant_settings(results_root):
     df = read_csv(results_root / "nvidia-h100" / "lda.csv")
     meta = {"runs": {"r1": ENV}, "machine": "nvidia-h100", "schema": SCHEMA}

@@ -26,7 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator
 
-from bench.figures import caption, per_setting, save, setting_stem
+from bench.figures import caption, per_setting, save, save_text, setting_stem
 
 LABELS = {
     "alg1": "Algorithm 1 (baseline)",
@@ -59,6 +59,9 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
             written += _figures(fig6, meta, outdir, "fig6-butterfly-application-variants",
                                 "Figure 6: four application variants, with (solid) and without (dashed) butterfly",
                                 _figure6, drawn=("update", "precision"))
+            if "draw_z_s" in fig6:
+                written += _figures(fig6, meta, outdir, "fig6-phases", "Figure 6 by phase", _figure6_phases,
+                                    drawn=("update", "precision"))
         df = df[df["update"] == "mfm"]
     # The paper's Figure 7 grid is K = 4k + 4; a dense zoom sweep stored alongside
     # would otherwise draw a finer-grained stretch into it.
@@ -229,11 +232,12 @@ def _figure6(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str) 
     return save(fig, outdir, stem, caption(meta, df) + "\nLines: median over repeats.")
 
 
-def _speedups(df: pd.DataFrame, by: list[str]) -> pd.Series:
-    """Algorithm 1's time over each other variant's, the ratio taken within one repeat
-    of one point (the variants run interleaved in a group), then the median over the
-    repeats: a Series indexed by (*by, K, variant)."""
-    wide = df.pivot_table(index=[*by, "K", "group", "repeat"], columns="variant", values="seconds")
+def _speedups(df: pd.DataFrame, by: list[str], value: str = "seconds") -> pd.Series:
+    """Algorithm 1's time (`value`: the whole run's, or a phase's) over each other
+    variant's, the ratio taken within one repeat of one point (the variants run
+    interleaved in a group), then the median over the repeats: a Series indexed by
+    (*by, K, variant)."""
+    wide = df.pivot_table(index=[*by, "K", "group", "repeat"], columns="variant", values=value)
     if "alg1" not in wide:
         names = [*by, "K", "variant"]
         return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[]] * len(names), names=names))
@@ -276,6 +280,25 @@ def speedup_summary(df: pd.DataFrame) -> pd.DataFrame:
                                         window.median() if len(window) else float("nan"), len(window)]
     index = pd.MultiIndex.from_tuples(list(rows), names=[*by, "variant"])
     return pd.DataFrame(list(rows.values()), index=index, columns=columns).astype({"window_k": int})
+
+
+def _figure6_phases(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str) -> list[Path]:
+    """Figure 6's claim (the butterfly over Algorithm 1, the whole application) taken
+    apart by phase: per application variant and K, the speed-up of the whole iteration
+    and of the draw alone (each ratio within a repeat, median over repeats) and the
+    draw's share of Algorithm 1's time. The other phases are the same for both, so the
+    whole cannot gain more than the draw does."""
+    by = ["update", "precision"]
+    whole, draw = (_speedups(df, by, value).xs("alg7", level="variant") for value in ("seconds", "draw_z_s"))
+    alg1 = df[df["variant"] == "alg1"].groupby([*by, "K"])[["seconds", "rng_s", "draw_z_s", "counts_s",
+                                                              "update_s"]].median()
+    table = pd.DataFrame({"alg1 ms a run": alg1["seconds"] * 1e3, "alg7 over alg1, whole": whole,
+                          "alg7 over alg1, draw": draw, "draw's share of alg1": alg1["draw_z_s"] / alg1["seconds"],
+                          **{f"alg1 {phase} ms": alg1[f"{phase}_s"] * 1e3 for phase in ("rng", "counts", "update")}})
+    text = table.reset_index().to_markdown(index=False, floatfmt=".3g")
+    return [save_text(outdir, f"{stem}.md", f"{title.replace(chr(10), ' ')}; {caption(meta, df).replace(chr(10), '; ')}"
+                      f"\n\n{text}\n\nSpeed-ups: Algorithm 1's seconds over Algorithm 7's, within a repeat, "
+                      "median over repeats; the draw's from the phase draw_z.")]
 
 
 def _ratio(value: float) -> str:
