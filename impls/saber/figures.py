@@ -273,15 +273,18 @@ OUR_GPU_SYSTEMS = ("G4", "delayed-gibbs")  # the table's speed-ups are theirs ov
 
 
 def _fit_table(setting: dict, curves: pd.DataFrame, rows: pd.DataFrame, target: float) -> str:
-    """Per system: its final value, its time to the target and to the worst final value of
-    any system (a quality every system reaches), and the speed-ups on each of G4 and
-    delayed-gibbs."""
+    """Per system: its final value, its time to the target, to the worst final value of any
+    system (a quality every system reaches) and to the final values of G4 and delayed-gibbs
+    (where above the worst), and the speed-ups of G4 and delayed-gibbs on each."""
     final = rows.groupby("variant")["final_loglik"].median()
     worst = float(final.min())
     table = pd.DataFrame({"system": final.index, "final log-likelihood": final.map("{:.4f}".format).values,
                           "tokens/s": rows.groupby("variant")["tokens_per_s"].median().reindex(final.index).map(
                               lambda r: f"{r / 1e6:,.1f} M").values})
-    for label, level in (("target", target), ("worst final", worst)):
+    levels = [("target", target), ("worst final", worst)]  # and the quality each of ours ends at, where better
+    levels += [(f"{ours}'s final", float(final[ours])) for ours in OUR_GPU_SYSTEMS
+               if ours in final and final[ours] > worst]
+    for label, level in levels:
         seconds = time_to_target(curves, level).reindex(final.index)
         table[f"seconds to {label}"] = seconds.map(lambda s: "not reached" if np.isnan(s) else f"{s:.3g}").values
         for ours in OUR_GPU_SYSTEMS:
