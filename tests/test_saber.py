@@ -459,3 +459,12 @@ def test_latest_only_keeps_the_latest_value_alone():
     first = square(3)
     assert square(3) is first and calls == [3]
     assert square(4) == [16] and square(3) is not first and calls == [3, 4, 3]
+
+
+def test_several_gpus_are_no_point_of_a_cpu_sweep():
+    from bench import harness
+    from impls.saber.suite import SUITE
+
+    with pytest.raises(BenchError, match="CPU twins run at gpus = 1 only"):
+        harness.plan(SUITE, {"K": "5", "gpus": "2"}, "cpu")
+    assert len(harness.plan(SUITE, {"K": "5", "gpus": "1,2"}, "gpu").points) == 2

@@ -201,6 +201,11 @@ class SaberSuite(Suite):
              "(the tree stages G2-G4)"),
     )
 
+    def skip(self, point: dict) -> str | None:
+        if point["backend"] == "cpu" and point.get("gpus", 1) > 1:
+            return "gpus shares the work among GPUs: the CPU twins run at gpus = 1 only"
+        return None
+
     def skip_variant(self, point: dict, variant: str) -> str | None:
         if point.get("own") == "left-out" and STAGES[variant][1] != "tree":
             return f"{variant}'s alias table cannot leave the own topic out (no prefix sums)"
