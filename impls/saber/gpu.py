@@ -26,7 +26,6 @@ def _warp_grid(items: int, grid_stride: bool = False, block: int = BLOCK) -> int
     return min(blocks, _resident_blocks(block)) if grid_stride else blocks
 
 
-@cache
 def _resident_blocks(block: int = BLOCK) -> int:
     return _multiprocessors() * (2048 // block)
 
@@ -164,22 +163,29 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
 
 
 @cache
-def _multiprocessors() -> int:
+def _device_attribute(name: str, device: int) -> int:
     import cupy
 
-    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+    return cupy.cuda.Device(device).attributes[name]
 
 
-@cache
+def _attribute(name: str) -> int:
+    """An attribute of the current GPU (the GPUs of a machine may differ)."""
+    import cupy
+
+    return _device_attribute(name, cupy.cuda.runtime.getDevice())
+
+
+def _multiprocessors() -> int:
+    return _attribute("MultiProcessorCount")
+
+
 def _blocks_per_sm(shared: int, threads: int) -> int:
     """Blocks of `threads` an SM holds with `shared` bytes each (threads or shared memory)."""
-    import cupy
-
-    per_sm = cupy.cuda.Device().attributes["MaxSharedMemoryPerMultiprocessor"]
+    per_sm = _attribute("MaxSharedMemoryPerMultiprocessor")
     return max(1, min(2048 // threads, per_sm // (shared + 1024)))  # 1 KiB the runtime reserves per block
 
 
-@cache
 def _staged_threads(topics: int) -> int:
     """Threads of a staged block: 256, or more (up to 1024) where B^_v's shared memory
     leaves room for fewer than 8 blocks an SM, so that 64 warps (or 32) stay resident."""
