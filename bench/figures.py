@@ -117,8 +117,9 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
     """A `bench profile` file's latest run against the peaks measured in that run (its
     sidecar; bench.peaks): each kernel's achieved GFLOP/s against its flops per DRAM byte,
     under the roof min(FMA peak, intensity x copy bandwidth), a panel per precision (that
-    of most of its flops); and a table of every kernel, flop-less ones too, with its
-    fractions of the peaks. Nothing for a run without peaks, time or DRAM bytes."""
+    of most of its flops, whose flops alone it is credited with); and a table of every
+    kernel, flop-less ones too, with its fractions of the peaks. Nothing for a run without
+    peaks, time or DRAM bytes."""
     from bench.profile import kernel_rates
 
     run = latest_profile(csv_path)
@@ -137,7 +138,7 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
     rates = rates.assign(fma_frac=rates["gflops"] / peak, copy_frac=rates["gbps"] / copy,
                          roof_frac=(rates["gflops"] / roof).where(rates["flops"] > 0),
                          bound=np.where(rates["intensity"] * copy < peak, "memory", "compute"))
-    drawn = rates[rates["flops"] > 0]
+    drawn = rates[(rates["flops"] > 0) & (rates["bytes"] > 0)]  # a point of finite intensity
     precisions = sorted(drawn["precision"].unique())
     written = []
     if precisions:

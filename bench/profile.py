@@ -103,7 +103,7 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
     results.check_header(csv_path, columns)
     env = envinfo.collect_env(sys.argv)
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    limits = peaks.measure()  # the roofline's, on this GPU, before ncu holds it
+    limits = peaks.measure_apart()  # the roofline's, on this GPU, nothing of it held while ncu runs
     run_id = harness.new_run_id()
     stamp = {"code_version": envinfo.code_version(suite.sources), "run_id": run_id, "timestamp": harness.now(),
              "machine": envinfo.machine_slug(env, "gpu")}

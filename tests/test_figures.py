@@ -109,6 +109,9 @@ def test_figure6_by_phase_says_what_the_draw_gains_and_its_share(tmp_path):
     assert lines[0][:7] == ["update", "precision", "K", "alg1 ms a run", "alg7 over alg1, whole",
                             "alg7 over alg1, draw", "draw's share of alg1"]
     assert lines[1][:7] == ["dirichlet", "f32", "240", "1e+04", "1.67", "2", "0.8"]
+    alone = [row for row in rows if row["variant"] == "alg1"]  # nothing to compare it with
+    written = lda_figures.render_figures(pd.DataFrame(alone), {"runs": {"r1": ENV}, "schema": SCHEMA}, tmp_path / "1")
+    assert "fig6-phases.md" not in {p.name for p in written}
 
 
 def test_caption_names_machine_software_and_constant_settings(results_root):

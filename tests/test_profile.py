@@ -63,7 +63,7 @@ def test_a_profile_run_writes_tidy_rows_and_its_sidecar(tmp_path, monkeypatch):
     (and a GPU by a name in the machine's description)."""
     collect_env = profiler.envinfo.collect_env
     monkeypatch.setattr(profiler.envinfo, "collect_env", lambda argv: {**collect_env(argv), "gpu_name": "Stand-in"})
-    monkeypatch.setattr(profiler.peaks, "measure", lambda: PEAKS)
+    monkeypatch.setattr(profiler.peaks, "measure_apart", lambda: PEAKS)
     ncu = tmp_path / "ncu"
     ncu.write_text(f"""#!/bin/sh
 case "$1" in
@@ -164,3 +164,13 @@ def test_a_profile_without_peaks_has_no_roofline(tmp_path):
     from bench.figures import roofline_figure
 
     assert roofline_figure(_profile_file(tmp_path, LAUNCHES, None), tmp_path / "figures") == []
+
+
+def test_the_peaks_measured_apart_fail_in_one_line_without_a_gpu():
+    from bench import peaks
+    from bench.backend import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is here: the peaks are measured")
+    with pytest.raises(BenchError, match="measuring the GPU's peaks failed: "):
+        peaks.measure_apart()

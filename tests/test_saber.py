@@ -311,12 +311,8 @@ def test_stages_with_one_structure_draw_the_same_topics_and_the_suite_sweeps(tmp
     assert "fig10-tuning.png" in names
     assert not [name for name in names if "workers-1" in name], names
     assert "saber-gpus-scaling.png" not in names  # one GPU throughout
-    # G4 against the number of GPUs: the CPU twin ignores it, so no scaling figure; the same
-    # rows as if from a GPU, 1.9 times as fast on two, give the figure and its table.
-    assert harness.sweep(harness.plan(SUITE, {"dataset": "tiny", "K": "5", "iterations": "1", "gpus": "1,2"},
-                                      "cpu", variant_names=["G4"]), settings) == 0
-    names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures", [SUITE])}
-    assert "saber-gpus-scaling.png" not in names
+    # G4 against the number of GPUs (a CPU sweep runs gpus = 1 alone): G4's rows as if from a
+    # GPU, and again as if from two GPUs 1.9 times as fast, give the figure and its table.
     import shutil
 
     import pandas as pd
@@ -325,9 +321,8 @@ def test_stages_with_one_structure_draw_the_same_topics_and_the_suite_sweeps(tmp
     gpu_dir.mkdir(parents=True)
     rows = pd.read_csv(settings.out_dir / "saber.csv")
     rows = rows[(rows["K"] == 5) & (rows["variant"] == "G4") & (rows["workers"] == 4)].assign(backend="gpu")
-    two = rows["gpus"] == 2
-    rows.loc[two, "tokens_per_s"] = rows.loc[~two, "tokens_per_s"].median() * 1.9
-    rows.to_csv(gpu_dir / "saber.csv", index=False)
+    two = rows.assign(gpus=2, tokens_per_s=rows["tokens_per_s"].median() * 1.9)
+    pd.concat([rows, two]).to_csv(gpu_dir / "saber.csv", index=False)
     shutil.copy(settings.out_dir / "saber.json", gpu_dir / "saber.json")
     names = {path.name for path in render_all(tmp_path / "results-gpu", tmp_path / "figures-gpu", [SUITE])}
     assert {"saber-gpus-scaling.png", "saber-gpus-scaling.md"} <= names

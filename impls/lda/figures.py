@@ -59,7 +59,7 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
             written += _figures(fig6, meta, outdir, "fig6-butterfly-application-variants",
                                 "Figure 6: four application variants, with (solid) and without (dashed) butterfly",
                                 _figure6, drawn=("update", "precision"))
-            if "draw_z_s" in fig6:
+            if "draw_z_s" in fig6 and {"alg1", "alg7"} <= set(fig6["variant"]):
                 written += _figures(fig6, meta, outdir, "fig6-phases", "Figure 6 by phase", _figure6_phases,
                                     drawn=("update", "precision"))
         df = df[df["update"] == "mfm"]
