@@ -64,3 +64,23 @@ def raw_kernel(source: Path, name: str, options: tuple[str, ...] = ("-std=c++17"
     import cupy
 
     return _kernel(source, name, options, cupy.cuda.runtime.getDevice())
+
+
+def device_attribute(name: str) -> int:
+    """An attribute of the current GPU (CuPy's Device.attributes), read once per GPU: the
+    GPUs of one machine may differ."""
+    import cupy
+
+    return _device_attribute(name, cupy.cuda.runtime.getDevice())
+
+
+@cache
+def _device_attribute(name: str, device: int) -> int:
+    import cupy
+
+    return cupy.cuda.Device(device).attributes[name]
+
+
+def multiprocessors() -> int:
+    """The SMs of the current GPU."""
+    return device_attribute("MultiProcessorCount")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.backend import raw_kernel
+from bench.backend import multiprocessors, raw_kernel
 from bench.errors import BenchError
 
 SOURCE = Path(__file__).parent / "kernels" / "peaks.cu"
@@ -24,7 +24,7 @@ def best_rate(launch, precision: str, args: tuple, operations_per_step: int) -> 
     thread making CHAINS x operations_per_step operations an iteration; CUDA events."""
     import cupy
 
-    blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * BLOCKS_PER_SM
+    blocks = multiprocessors() * BLOCKS_PER_SM
     out = cupy.empty(blocks * THREADS, dtype=PRECISIONS[precision])
     best = np.inf
     for _ in range(TRIES + 1):  # the first launch is a warm-up

@@ -7,14 +7,13 @@ CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from impls.admodel.cpu import prior_constant
 from impls.admodel.data import BYTES_PER_OBSERVATION, MATERIAL, PLACEMENT, PSI, Data
-from bench.backend import raw_kernel
+from bench.backend import multiprocessors, raw_kernel
 
 KERNEL_SOURCE = Path(__file__).parent / "kernels" / "admodel.cu"
 FACTORS = 10  # N: the kernels are compiled for it
@@ -61,13 +60,6 @@ def device_bytes(observations: int, parameters: int, itemsize: int) -> int:
     sort's keys and order, theta, the gradient and the optimiser's history (2 x 10
     vectors), with 10% to spare."""
     return int(1.1 * (observations * (2 * BYTES_PER_OBSERVATION + 24) + 24 * parameters * itemsize))
-
-
-@cache
-def multiprocessors() -> int:
-    import cupy
-
-    return cupy.cuda.Device().attributes["MultiProcessorCount"]
 
 
 def _grid(observations: int, block: int) -> int:

@@ -5,12 +5,11 @@ CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from bench.backend import raw_kernel
+from bench.backend import device_attribute, multiprocessors, raw_kernel
 from impls.saber.model import BETA, Structures, alpha_of, check_without_own
 from impls.saber.structures import LEVEL3, W, padded
 
@@ -27,7 +26,7 @@ def _warp_grid(items: int, grid_stride: bool = False, block: int = BLOCK) -> int
 
 
 def _resident_blocks(block: int = BLOCK) -> int:
-    return _multiprocessors() * (2048 // block)
+    return multiprocessors() * (2048 // block)
 
 
 TOTALS_ROWS = 512  # words a block of saber_topic_totals sums
@@ -156,33 +155,15 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
         kernel = raw_kernel(KERNEL_SOURCE, name + suffix)
         if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
             kernel.max_dynamic_shared_size_bytes = shared_mem
-        blocks = min(last - first, _multiprocessors() * per_sm)
+        blocks = min(last - first, multiprocessors() * per_sm)
         kernel((blocks,), (block,), (*common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule,
                                      np.int32(last), cupy.full(1, first, cupy.int32), np.uint32(seed),
                                      np.uint32(iteration), chunk.z), shared_mem=shared_mem)
 
 
-@cache
-def _device_attribute(name: str, device: int) -> int:
-    import cupy
-
-    return cupy.cuda.Device(device).attributes[name]
-
-
-def _attribute(name: str) -> int:
-    """An attribute of the current GPU (the GPUs of a machine may differ)."""
-    import cupy
-
-    return _device_attribute(name, cupy.cuda.runtime.getDevice())
-
-
-def _multiprocessors() -> int:
-    return _attribute("MultiProcessorCount")
-
-
 def _blocks_per_sm(shared: int, threads: int) -> int:
     """Blocks of `threads` an SM holds with `shared` bytes each (threads or shared memory)."""
-    per_sm = _attribute("MaxSharedMemoryPerMultiprocessor")
+    per_sm = device_attribute("MaxSharedMemoryPerMultiprocessor")
     return max(1, min(2048 // threads, per_sm // (shared + 1024)))  # 1 KiB the runtime reserves per block
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import peaks as bench_peaks
-from bench.backend import raw_kernel
+from bench.backend import multiprocessors, raw_kernel
 from impls.sumrv.cpu import via_linear
 
 KERNEL_SOURCE = Path(__file__).parent / "kernels" / "sumrv.cu"
@@ -34,13 +34,6 @@ SPLIT_TERMS = 1 << 22  # below, a second launch and a buffer cost more than the 
 
 def kernel(name: str):
     return raw_kernel(KERNEL_SOURCE, name)
-
-
-@cache
-def multiprocessors() -> int:
-    import cupy
-
-    return cupy.cuda.Device().attributes["MultiProcessorCount"]
 
 
 def _grid(work_items: int, per_block: int = 1) -> int:
