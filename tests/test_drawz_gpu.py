@@ -27,8 +27,11 @@ K_GROUPS = {
 }
 
 
-def _storages(K):
-    return ("local", "global") if K <= drawz_gpu.KMAX_LOCAL else ("global",)
+def _configs(variant, K):
+    """Every kernel of a variant at K: warpscan's two ways of loading rows, the others' stores."""
+    if variant == "warpscan":
+        return [{"loads": loads} for loads in ("scalar", "vector")]
+    return [{"storage": s} for s in (("local", "global") if K <= drawz_gpu.KMAX_LOCAL else ("global",))]
 
 
 def _to_device(*arrays):
@@ -37,14 +40,14 @@ def _to_device(*arrays):
     return [cupy.asarray(a) for a in arrays]
 
 
-def _draw_gpu(variant, problem, storage="auto", max_registers=0):
-    """z from one GPU launch on a poisoned output, copied back to the host."""
+def _draw_gpu(variant, problem, **config):
+    """z from one GPU launch on a poisoned output, copied back to the host; config: storage,
+    max_registers, loads."""
     import cupy
 
     d_doc_ptr, d_words, d_theta, d_phi, d_u = problem
     z = cupy.full(d_words.size, -1, dtype=cupy.int32)
-    drawz_gpu.draw_z_gpu(variant, d_doc_ptr, d_words, d_theta, d_phi, d_u, z, W, storage=storage,
-                         max_registers=max_registers)
+    drawz_gpu.draw_z_gpu(variant, d_doc_ptr, d_words, d_theta, d_phi, d_u, z, W, **config)
     cupy.cuda.get_current_stream().synchronize()
     return cupy.asnumpy(z)
 
@@ -69,13 +72,13 @@ def test_every_gpu_variant_matches_the_cpu_reference_on_dyadic_weights(precision
         reference = _draw_cpu("alg1", *host)
         device = _to_device(*host)
         for variant in GPU_VARIANTS:
-            for storage in _storages(K):
-                z = _draw_gpu(variant, device, storage)
+            for config in _configs(variant, K):
+                z = _draw_gpu(variant, device, **config)
                 unwritten = int(np.count_nonzero(z < 0))
                 mismatches = int(np.count_nonzero(z != reference))
                 if unwritten or mismatches:
-                    failures.append((K, variant, storage, unwritten, mismatches, words.size))
-    assert not failures, f"(K, variant, storage, unwritten, mismatches, tokens): {failures[:20]}"
+                    failures.append((K, variant, config, unwritten, mismatches, words.size))
+    assert not failures, f"(K, variant, kernel, unwritten, mismatches, tokens): {failures[:20]}"
 
 
 def _real_problem(K, precision, seed, num_docs=256, vocab_size=300, max_length=200):
@@ -104,11 +107,11 @@ def test_every_gpu_variant_matches_its_cpu_twin_on_real_weights(precision):
         device = _to_device(*host)
         for variant in GPU_VARIANTS:
             twin = _draw_cpu(variant, *host)
-            for storage in _storages(K):
-                z = _draw_gpu(variant, device, storage)
+            for config in _configs(variant, K):
+                z = _draw_gpu(variant, device, **config)
                 if (z != twin).any():
-                    failures.append((K, variant, storage, int(np.count_nonzero(z != twin))))
-    assert not failures, f"(K, variant, storage, mismatches): {failures}"
+                    failures.append((K, variant, config, int(np.count_nonzero(z != twin))))
+    assert not failures, f"(K, variant, kernel, mismatches): {failures}"
 
 
 @pytest.mark.parametrize("precision", ["f32", "f64"])
@@ -123,7 +126,7 @@ def test_a_register_cap_spills_but_draws_the_twins_topics(precision):
         for variant in ("alg4", "alg7", "warpscan"):
             twin = _draw_cpu(variant, *host)
             for cap in (32, 64, 128):
-                z = _draw_gpu(variant, device, "auto", cap)
+                z = _draw_gpu(variant, device, max_registers=cap)
                 if (z != twin).any():
                     failures.append((K, variant, cap, int(np.count_nonzero(z != twin))))
     assert not failures, f"(K, variant, registers, mismatches): {failures}"
@@ -161,5 +164,7 @@ def test_bad_arguments_are_errors():
         drawz_gpu.draw_z_gpu("alg1", cupy.asnumpy(doc_ptr), words, theta, phi, u, z)
     big_theta = cupy.ones((theta.shape[0], 1025), dtype=theta.dtype)
     big_phi = cupy.ones((phi.shape[0], 1025), dtype=phi.dtype)
+    with pytest.raises(ValueError, match="unknown loads"):
+        drawz_gpu.draw_z_gpu("warpscan", doc_ptr, words, theta, phi, u, z, loads="fast")
     with pytest.raises(ValueError, match="storage='local'"):
         drawz_gpu.draw_z_gpu("alg1", doc_ptr, words, big_theta, big_phi, u, z, storage="local")

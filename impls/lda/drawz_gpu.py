@@ -26,6 +26,13 @@ STORAGES = ("auto", "local", "global")
 # buffer, Algorithms 1 and 4 with local memory.
 PREFERRED_STORAGE = {"alg1": "local", "alg1-linear": "local", "alg4": "local", "alg7": "global",
                      "warpscan": "local"}  # warpscan keeps no per-lane arrays: it has one kernel
+LOADS = ("auto", "scalar", "vector")
+# How warpscan loads a token's rows (kernels/drawz.cu, tile_products): one value a lane
+# at a time ("scalar") or batches of 16-byte loads ("vector"), whose registers cost
+# occupancy where rows are short. "auto": vectors from these K on. Measured on an H200
+# (wiki-synth, 2026-11-23): in f32 vectors ran 1.2x faster at K = 512 and 1.7x at 1024,
+# 0.8x at 64; in f64 0.87-0.9x at K = 256 and 512, 1.18x at 1024.
+VECTOR_FROM_K = {"f32": 512, "f64": 1024}
 _KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7", "warpscan": "warpscan"}
 _PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2, "warpscan": 0}  # per-lane arrays: p (and theta_local)
@@ -39,17 +46,20 @@ def kernel(name: str, max_registers: int = 0):
     return raw_kernel(KERNEL_SOURCE, name, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}", *cap))
 
 
-def kernel_name(variant: str, precision: str, storage: str) -> str:
-    """Name of the kernel for a variant, "f32"/"f64" and "local"/"global"."""
+def kernel_name(variant: str, precision: str, storage: str, loads: str = "scalar") -> str:
+    """Name of the kernel for a variant, "f32"/"f64", "local"/"global" and (warpscan)
+    "scalar"/"vector"."""
     stored = _ARRAYS[variant] > 0 and storage == "global"
-    return f"drawz_{_KERNEL[variant]}_{precision}" + ("_global" if stored else "")
+    vector = variant == "warpscan" and loads == "vector"
+    return f"drawz_{_KERNEL[variant]}_" + ("vector_" if vector else "") + precision + ("_global" if stored else "")
 
 
 def kernel_names() -> list[str]:
-    return sorted({kernel_name(v, p, s) for s in ("local", "global") for p in ("f32", "f64") for v in _KERNEL})
+    return sorted({kernel_name(v, p, s, loads) for s in ("local", "global") for p in ("f32", "f64") for v in _KERNEL
+                   for loads in ("scalar", "vector")})
 
 
-def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", max_registers=0):
+def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", max_registers=0, loads="auto"):
     """Draw z for every token with the named variant, on the GPU.
 
     doc_ptr int64[M+1], words int32[T], theta [M, K], phi [V, K] and u [T] of
@@ -59,7 +69,9 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
     in local memory, for K <= KMAX_LOCAL; "global" in a scratch buffer
     allocated here, for any K; "auto" picks the variant's faster store
     (PREFERRED_STORAGE), global where K > KMAX_LOCAL.  max_registers: a cap
-    on the kernel's registers per thread (kernel()), 0 for none.  The launch is
+    on the kernel's registers per thread (kernel()), 0 for none.  loads: how
+    warpscan loads rows, "scalar", "vector" or "auto" (VECTOR_FROM_K); the
+    other variants ignore it.  The launch is
     asynchronous (current stream); word ids and doc_ptr are not checked, as
     that would need a copy to the host."""
     import cupy
@@ -70,6 +82,8 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
         raise ValueError(f"unknown draw-z variant {variant!r}; known: {', '.join(VARIANTS)}")
     if storage not in STORAGES:
         raise ValueError(f"unknown storage {storage!r}; known: {', '.join(STORAGES)}")
+    if loads not in LOADS:
+        raise ValueError(f"unknown loads {loads!r}; known: {', '.join(LOADS)}")
     arrays = {"doc_ptr": doc_ptr, "words": words, "theta": theta, "phi": phi, "u": u, "z": z}
     for name, a in arrays.items():
         if not isinstance(a, cupy.ndarray) or not a.flags.c_contiguous:
@@ -101,7 +115,10 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
         scratch = cupy.empty(_ARRAYS[variant] * K * grid * BLOCK, dtype=dtype)
     else:
         scratch = np.uint64(0)  # a null pointer: the local-memory kernels ignore it
-    launch = kernel(kernel_name(variant, _PRECISION[dtype], storage), max_registers)
+    precision = _PRECISION[dtype]
+    if loads == "auto":
+        loads = "vector" if K >= VECTOR_FROM_K[precision] else "scalar"
+    launch = kernel(kernel_name(variant, precision, storage, loads), max_registers)
     shared = 0
     if variant == "warpscan":  # a tile of K products (one pad word per 32) per warp
         shared = BLOCK // W * (K + K // W + 1) * dtype.itemsize

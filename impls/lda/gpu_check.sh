@@ -8,13 +8,15 @@
 #                                                    # set, the roofline's peaks); ST1/ST2's test: alg4 and
 #                                                    # alg7 with their registers capped, on nytimes-synth
 #                                                    # (300,000 documents: registers, not the grid, bind)
+#   bash impls/lda/gpu_check.sh loads iterations     # warpscan's scalar and vector loads by K; the paper's
+#                                                    # 100 iterations beside 3 at K = 512, 1020, 1024
 #
 # Run from the repository root with $OUT set (the device tool's output folder). Results
 # are appended to $OUT/<gpu>/ starting from the committed results/<gpu>/ files, so a
 # stage resumes what an earlier call measured; a summary table is printed last.
 source impls/gpu_check_setup.sh gpu-check.log lda.csv lda.json lda-kernels.csv lda-kernels.json lda-profile.csv \
   lda-profile.json lda-kernels-profile.csv lda-kernels-profile.json
-SWEEP="python3 -m bench sweep lda --backend gpu --iterations 3 --out $DIR"
+SWEEP="python3 -m bench sweep lda --backend gpu --out $DIR"
 
 for stage in "$@"; do
   case $stage in
@@ -28,13 +30,21 @@ for stage in "$@"; do
       for tool in memcheck racecheck; do
         step compute-sanitizer --tool $tool --error-exitcode 9 \
           python3 -m bench run lda --backend gpu --dataset tiny --k 40 --iterations 2 --variant alg1,warpscan
+        for precision in f32 f64; do  # warpscan's vector loads (K = 40 loads scalars)
+          step compute-sanitizer --tool $tool --error-exitcode 9 python3 -m bench run lda-kernels --backend gpu \
+            --dataset tiny --k 1024 --precision $precision --loads vector --variant warpscan
+        done
       done
       ;;
-    fig6) step $SWEEP --k 16..240:32 --variant alg1,alg7 --update mfm,dirichlet --repeats 3 ;;
+    fig6) step $SWEEP --iterations 3 --k 16..240:32 --variant alg1,alg7 --update mfm,dirichlet --repeats 3 ;;
     kernels) step python3 -m bench sweep lda-kernels --backend gpu --k 64,256,512,1024 --out "$DIR" ;;
-    fig7-f32) step $SWEEP --k 4..1024 --precision f32 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
-    fig7-f64) step $SWEEP --k 4..1024 --precision f64 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
-    fig8) step $SWEEP --k 480..544:1 --variant alg4,alg7 --repeats 5 ;;
+    loads) step python3 -m bench sweep lda-kernels --backend gpu --k 64,128,256,384,512,768,1024 --variant warpscan \
+             --precision f32,f64 --loads scalar,vector --out "$DIR" ;;
+    iterations) step $SWEEP --iterations 3,100 --k 512,1020,1024 --precision f32,f64 \
+                  --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
+    fig7-f32) step $SWEEP --iterations 3 --k 4..1024 --precision f32 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
+    fig7-f64) step $SWEEP --iterations 3 --k 4..1024 --precision f64 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
+    fig8) step $SWEEP --iterations 3 --k 480..544:1 --variant alg4,alg7 --repeats 5 ;;
     profile) step python3 -m bench profile lda --k 1024 --precision f32,f64 --iterations 1 \
                --variant alg1,alg4,alg7,warpscan --kernels drawz --out "$DIR" ;;
     registers)
@@ -54,8 +64,8 @@ import pandas as pd
 
 from bench.results import latest_code, load
 
-for suite, index, columns in (("lda", ["update", "precision", "K"], "seconds"),
-                              ("lda-kernels", ["precision", "K", "storage"], "seconds")):
+for suite, index, columns in (("lda", ["update", "precision", "K", "iterations"], "seconds"),
+                              ("lda-kernels", ["dataset", "precision", "K", "storage", "registers", "loads"], "seconds")):
     path = Path(sys.argv[1]) / f"{suite}.csv"
     if not path.exists():
         continue

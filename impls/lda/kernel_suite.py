@@ -11,7 +11,7 @@ from bench.corpus import cached_corpus
 from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite
 from impls.lda import drawz_cpu, model
-from impls.lda.drawz_gpu import STORAGES
+from impls.lda.drawz_gpu import LOADS, STORAGES
 from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzSuite
 
 
@@ -26,6 +26,7 @@ class Workload:
     z: object
     storage: str
     registers: int  # the GPU kernel's cap (0: none)
+    loads: str  # how warpscan loads rows on the GPU
 
     @property
     def num_tokens(self) -> int:
@@ -46,6 +47,9 @@ class LdaKernelSuite(DrawzSuite, Suite):
         Axis("registers", "0", lambda s: parse_ints(s, "registers", minimum=0, maximum=255),
              "GPU: a cap on the kernel's registers per thread (NVRTC --maxrregcount; 0: none), registers traded "
              "for occupancy", tune=True),
+        Axis("loads", "auto", lambda s: parse_choices(s, LOADS, "loads"),
+             "GPU, warpscan: rows loaded one value a lane at a time (scalar), in batches of 16-byte vectors (vector), "
+             "or by K (auto)", tune=True),
     )
     variants = DRAWZ_VARIANTS
     reference = "alg1"
@@ -68,6 +72,13 @@ class LdaKernelSuite(DrawzSuite, Suite):
             return "storage chooses between GPU memories: auto only on a CPU"
         if point["backend"] == "cpu" and point["registers"]:
             return "registers caps a GPU kernel's: 0 only on a CPU"
+        if point["backend"] == "cpu" and point["loads"] != "auto":
+            return "loads chooses between GPU kernels: auto only on a CPU"
+        return None
+
+    def skip_variant(self, point: dict, variant: str) -> str | None:
+        if point["loads"] != "auto" and variant != "warpscan":
+            return "loads chooses between warpscan's kernels"
         return None
 
     def prepare(self, point: dict) -> Workload:
@@ -88,14 +99,15 @@ class LdaKernelSuite(DrawzSuite, Suite):
             arrays = tuple(xp.asarray(a) for a in arrays)
         else:
             xp = np
-        return Workload(xp, *arrays, storage=point["storage"], registers=point["registers"])
+        return Workload(xp, *arrays, storage=point["storage"], registers=point["registers"],
+                        loads=point["loads"])
 
     def run(self, work: Workload, variant: str, ctx) -> None:
         if ctx.device == "gpu":
             from impls.lda.drawz_gpu import draw_z_gpu
 
             draw_z_gpu(variant, work.doc_ptr, work.words, work.theta, work.phi, work.u, work.z, 32,
-                       storage=work.storage, max_registers=work.registers)
+                       storage=work.storage, max_registers=work.registers, loads=work.loads)
         else:
             drawz_cpu.draw_z(variant, work.doc_ptr, work.words, work.theta, work.phi, work.u, work.z, 32)
 

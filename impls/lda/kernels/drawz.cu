@@ -378,16 +378,68 @@ __device__ __forceinline__ T warp_inclusive_scan(T x, int lane) {
 // different banks when C = 32.
 __device__ __forceinline__ int tile_index(int k) { return k + k / W; }
 
+// A lane's 16-byte load: 4 floats or 2 doubles.
+template <typename T> struct Vector16;
+template <> struct Vector16<float> { using type = float4; };
+template <> struct Vector16<double> { using type = double2; };
+__device__ __forceinline__ void store_products(float* tile, int k, float4 a, float4 b) {
+    tile[tile_index(k)] = __fmul_rn(a.x, b.x);
+    tile[tile_index(k + 1)] = __fmul_rn(a.y, b.y);
+    tile[tile_index(k + 2)] = __fmul_rn(a.z, b.z);
+    tile[tile_index(k + 3)] = __fmul_rn(a.w, b.w);
+}
+__device__ __forceinline__ void store_products(double* tile, int k, double2 a, double2 b) {
+    tile[tile_index(k)] = __dmul_rn(a.x, b.x);
+    tile[tile_index(k + 1)] = __dmul_rn(a.y, b.y);
+}
+
+// tile[tile_index(k)] = theta_m[k] * phi_c[k] for every k < K, by the warp.
+// LOADS = 0: one value a lane at a time, coalesced.  LOADS > 0: 16-byte loads,
+// in batches of LOADS per lane and array issued before the first product, where
+// the rows' length and bases are multiples of 16 bytes (else one at a time).
+// The one-value loop keeps a few loads in flight and waits on memory:
+// long-scoreboard stalls were 76% of warpscan f32's cycles per issued
+// instruction at K = 1024 (lda-profile); batches of vectors cut the waits, at
+// the price of registers, which cost occupancy where rows are short (LOADS_F32,
+// LOADS_F64 and impls/lda/drawz_gpu.py's VECTOR_FROM_K: measured on an H200).
+template <typename T, int LOADS>
+__device__ __forceinline__ void tile_products(T* tile, const T* theta_m, const T* phi_c, int K, int lane) {
+    using V = typename Vector16<T>::type;
+    constexpr int N = sizeof(V) / sizeof(T);
+    if (LOADS > 0 && K % N == 0 && reinterpret_cast<size_t>(theta_m) % sizeof(V) == 0 &&
+        reinterpret_cast<size_t>(phi_c) % sizeof(V) == 0) {
+        const V* theta_v = reinterpret_cast<const V*>(theta_m);
+        const V* phi_v = reinterpret_cast<const V*>(phi_c);
+        const int vectors = K / N;
+        constexpr int BATCH = LOADS > 0 ? LOADS : 1;
+        for (int base = lane; base < vectors; base += BATCH * W) {
+            V a[BATCH], b[BATCH];
+#pragma unroll
+            for (int i = 0; i < BATCH; ++i) {
+                const int v = base + i * W;
+                if (v < vectors) { a[i] = theta_v[v]; b[i] = phi_v[v]; }
+            }
+#pragma unroll
+            for (int i = 0; i < BATCH; ++i) {
+                const int v = base + i * W;
+                if (v < vectors) store_products(tile, v * N, a[i], b[i]);
+            }
+        }
+    } else {
+        for (int k = lane; k < K; k += W) tile[tile_index(k)] = mul_rn(theta_m[k], phi_c[k]);
+    }
+}
+
 // One WARP per document, one token at a time.  The warp reads the token's phi
-// row (and the document's theta row, from L1) whole and coalesced, k = j*32 +
-// lane, into a shared-memory tile of products.  Lane l then sums its chunk of
+// row (and the document's theta row, from L1) whole and coalesced into a
+// shared-memory tile of products (tile_products).  Lane l then sums its chunk of
 // C = ceil(K/32) consecutive topics from the tile; a warp scan of the chunk
 // sums gives every chunk's end as a true prefix sum, a ballot finds the chunk
 // that holds the draw, and the 32 lanes take one topic each of that chunk: a
 // second scan and ballot find the topic.  No per-lane arrays, no transpose in
 // registers; and a warp per document gives 32x more warps than a thread per
 // document.  Dynamic shared memory: (K + K/32 + 1) values per warp.
-template <typename T>
+template <typename T, int LOADS>
 __device__ void warpscan(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
                          const T* u, int* z, int M, int K, T* /* scratch: unused */) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -400,7 +452,7 @@ __device__ void warpscan(const long long* doc_ptr, const int* words, const T* th
     const T* theta_m = theta + m * K;
     for (long long t = doc_ptr[m]; t < doc_ptr[m + 1]; ++t) {
         const T* phi_c = phi + (long long)words[t] * K;
-        for (int k = lane; k < K; k += W) tile[tile_index(k)] = mul_rn(theta_m[k], phi_c[k]);
+        tile_products<T, LOADS>(tile, theta_m, phi_c, K, lane);
         __syncwarp();
         T s = 0;
         for (int k = begin; k < end; ++k) s += tile[tile_index(k)];
@@ -446,9 +498,13 @@ __device__ void warpscan(const long long* doc_ptr, const int* words, const T* th
     DRAWZ_KERNEL(drawz_alg4_##SUFFIX, T, (drawz::alg4<T, drawz::STORE<T>>))                         \
     DRAWZ_KERNEL(drawz_alg7_##SUFFIX, T, (drawz::alg7<T, drawz::STORE<T>>))
 
-// warpscan keeps nothing per lane, so it has no store variants (scratch unused).
-DRAWZ_KERNEL(drawz_warpscan_f32, float, (drawz::warpscan<float>))
-DRAWZ_KERNEL(drawz_warpscan_f64, double, (drawz::warpscan<double>))
+// warpscan keeps nothing per lane, so it has no store variants (scratch unused);
+// it loads rows one value at a time or in batches of vectors (tile_products).
+constexpr int LOADS_F32 = 2, LOADS_F64 = 8;  // the fastest batches at K = 1024 on an H200
+DRAWZ_KERNEL(drawz_warpscan_f32, float, (drawz::warpscan<float, 0>))
+DRAWZ_KERNEL(drawz_warpscan_f64, double, (drawz::warpscan<double, 0>))
+DRAWZ_KERNEL(drawz_warpscan_vector_f32, float, (drawz::warpscan<float, LOADS_F32>))
+DRAWZ_KERNEL(drawz_warpscan_vector_f64, double, (drawz::warpscan<double, LOADS_F64>))
 DRAWZ_KERNELS(f32, LocalStore, float)
 DRAWZ_KERNELS(f64, LocalStore, double)
 DRAWZ_KERNELS(f32_global, GlobalStore, float)
