@@ -93,9 +93,25 @@ def tidy(raw_csv: str) -> pd.DataFrame:
     return long[["launch", "kernel", "metric", "unit", "value"]].reset_index(drop=True)
 
 
+def profiled_pairs(csv_path: Path, sidecar: Path, axes: list[str], code_version: str, metrics: list[str]) -> set[tuple]:
+    """The (point, variant) pairs the CSV holds from a run of this code that asked for every
+    metric asked for now: an interrupted profile resumes after them."""
+    if not csv_path.exists():
+        return set()
+    covering = {run_id for run_id, run in results.read_sidecar(sidecar)["runs"].items()
+                if set(metrics) <= set(run.get("metrics", ()))}
+    rows = results.read_csv(csv_path, dtype=str, keep_default_na=False)
+    if rows.empty:
+        return set()
+    rows = rows[(rows["code_version"] == code_version) & rows["run_id"].isin(covering)]
+    return set(rows.groupby([*axes, "variant"]).groups)
+
+
 def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, out_dir: Path, echo=print) -> Path:
     """Profile every point and variant of a plan under `ncu`, the kernels whose names match
-    the regular expression `kernels`; the path of the profile CSV."""
+    the regular expression `kernels`; the path of the profile CSV. Pairs profiled with this
+    code already are skipped; the sidecar is written first and after every pair, so an
+    interrupted run keeps what it measured and says on what."""
     suite = plan.suite
     csv_path, sidecar = out_dir / f"{suite.name}-profile.csv", out_dir / f"{suite.name}-profile.json"
     axes = [key for key in plan.points[0] if key != "suite"]
@@ -103,19 +119,27 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
     results.check_header(csv_path, columns)
     env = envinfo.collect_env(sys.argv)
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    limits = peaks.measure_apart()  # the roofline's, on this GPU, nothing of it held while ncu runs
     run_id = harness.new_run_id()
     stamp = {"code_version": envinfo.code_version(suite.sources), "run_id": run_id, "timestamp": harness.now(),
              "machine": envinfo.machine_slug(env, "gpu")}
+    done_before = profiled_pairs(csv_path, sidecar, axes, stamp["code_version"], metrics)
+    limits = peaks.measure_apart()  # the roofline's, on this GPU, nothing of it held while ncu runs
     commands = []
+    info = {**env, "suite": suite.name, **stamp, "peaks": limits, "ncu_version": version[-1] if version else None,
+            "metrics": metrics, "kernels": kernels, "invocation": invocation, "commands": commands}
+    results.update_sidecar(sidecar, run_id, info)
     with tempfile.TemporaryDirectory() as tmp:
         for point in plan.points:
             for variant, _ in plan.variants_at(point):
+                where = " ".join(f"{k}={point[k]}" for k in axes if k != "backend")
+                if (*(results.as_text(point[k]) for k in axes), variant) in done_before:
+                    echo(f"already profiled with this code: {variant} at {where}")
+                    continue
                 report = Path(tmp) / f"{len(commands)}.ncu-rep"
                 command = ncu_command(ncu, metrics, kernels, invocation, report,
                                       run_command(suite.name, point, variant))
                 commands.append(" ".join(command))
-                echo(f"profiling {variant} at " + " ".join(f"{k}={point[k]}" for k in axes if k != "backend"))
+                echo(f"profiling {variant} at {where}")
                 done = subprocess.run(command, capture_output=True, text=True)
                 if done.returncode != 0 or not report.exists():
                     tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -126,9 +150,7 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
                 rows = rows[rows["metric"].isin(metrics)]  # not the device attributes ncu adds
                 rows = rows.assign(variant=variant, **{k: point[k] for k in ["suite", *axes]}, **stamp)
                 results.append_rows(csv_path, rows.to_dict("records"), columns)
-    info = {**env, "suite": suite.name, **stamp, "peaks": limits, "ncu_version": version[-1] if version else None,
-            "metrics": metrics, "kernels": kernels, "invocation": invocation, "commands": commands}
-    results.update_sidecar(sidecar, run_id, info)
+                results.update_sidecar(sidecar, run_id, {"commands": commands})
     return csv_path
 
 

@@ -164,9 +164,14 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
         os.close(fd)  # also releases the lock
 
 
+# Hex digests and ids: text even where one reads as a number ("2814554e3348" is 2.8e3354).
+IDENTIFIERS = {"code_version": str, "run_id": str, "group": str}
+
+
 def read_csv(csv_path: Path, **read_csv_args) -> pd.DataFrame:
-    """One results CSV; a torn last line is ignored with a warning; BenchError naming
-    the file when it is missing or not a CSV."""
+    """One results CSV, its identifier columns as text; a torn last line is ignored with a
+    warning; BenchError naming the file when it is missing or not a CSV."""
+    read_csv_args.setdefault("dtype", IDENTIFIERS)
     csv_path = Path(csv_path)
     try:
         data = csv_path.read_bytes()

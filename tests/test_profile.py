@@ -58,24 +58,35 @@ def test_without_ncu_the_command_says_so_in_one_line_and_exits_2():
     assert done.stderr.strip().splitlines()[-1].startswith("error: ncu (Nsight Compute) is not on PATH")
 
 
-def test_a_profile_run_writes_tidy_rows_and_its_sidecar(tmp_path, monkeypatch):
+def _stand_in_ncu(tmp_path, monkeypatch, fail_on=None):
     """ncu stood in for by a script that writes the report and prints the sample on --import
-    (and a GPU by a name in the machine's description)."""
+    (and a GPU by a name in the machine's description); it fails on runs whose command line
+    holds fail_on."""
     collect_env = profiler.envinfo.collect_env
     monkeypatch.setattr(profiler.envinfo, "collect_env", lambda argv: {**collect_env(argv), "gpu_name": "Stand-in"})
     monkeypatch.setattr(profiler.peaks, "measure_apart", lambda: PEAKS)
     ncu = tmp_path / "ncu"
+    failing = f'case "$*" in *{fail_on}*) echo "stand-in failure" >&2; exit 3 ;; esac' if fail_on else ""
     ncu.write_text(f"""#!/bin/sh
 case "$1" in
   --version) echo "Version 2099.1 (stand-in)" ;;
   --import) cat "{SAMPLE}" ;;
-  *) while [ $# -gt 0 ]; do [ "$1" = --export ] && touch "$2"; shift; done ;;
+  *) {failing}
+     while [ $# -gt 0 ]; do [ "$1" = --export ] && touch "$2"; shift; done ;;
 esac
 """)
     ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
+    return str(ncu)
+
+
+def _profile_lda(ncu, out_dir):
     plan = harness.plan(get_suite("lda"), {"K": "64,128", "precision": "f32"}, "gpu", ["alg4", "alg7"])
     metrics = profiler.metrics_of(["time", "occupancy", "stalls"])
-    path = profiler.profile(plan, str(ncu), metrics, "drawz", 2, tmp_path / "out", echo=lambda _: None)
+    return profiler.profile(plan, ncu, metrics, "drawz", 2, out_dir, echo=lambda _: None)
+
+
+def test_a_profile_run_writes_tidy_rows_and_its_sidecar(tmp_path, monkeypatch):
+    path = _profile_lda(_stand_in_ncu(tmp_path, monkeypatch), tmp_path / "out")
     rows = pd.read_csv(path)
     assert len(rows) == 2 * 2 * 6  # points x variants x the sample's counters among those asked for
     assert "lts__t_sector_hit_rate.pct" not in set(rows["metric"])
@@ -88,6 +99,21 @@ esac
     assert all("--kernel-id ::regex:drawz:2" in c and " -m bench run lda --backend gpu --variant " in c
                for c in run["commands"])
     assert any("--K=128" in c for c in run["commands"])
+
+
+def test_an_interrupted_profile_keeps_its_rows_and_sidecar_and_resumes(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    with pytest.raises(BenchError, match="ncu failed on alg4 .exit 3.: stand-in failure"):
+        _profile_lda(_stand_in_ncu(tmp_path, monkeypatch, fail_on="--K=128"), out)
+    rows = pd.read_csv(out / "lda-profile.csv")
+    assert set(rows["K"]) == {64} and set(rows["variant"]) == {"alg4", "alg7"}
+    [run] = json.loads((out / "lda-profile.json").read_text())["runs"].values()
+    assert len(run["commands"]) == 2 and run["peaks"] == PEAKS  # the runs of its rows: K = 64
+    _profile_lda(_stand_in_ncu(tmp_path, monkeypatch), out)
+    rows = pd.read_csv(out / "lda-profile.csv")
+    assert len(rows) == 2 * 2 * 6 and set(rows.groupby(["K", "variant"]).size()) == {6}
+    resumed = json.loads((out / "lda-profile.json").read_text())["runs"]
+    assert sorted(len(r["commands"]) for r in resumed.values()) == [2, 2]  # only K = 128 ran again
 
 
 def test_the_stall_figure_of_a_profile(tmp_path):

@@ -141,6 +141,16 @@ def test_load_names_a_non_numeric_cell(tmp_path):
         load(tmp_path / "missing.csv")
 
 
+def test_identifiers_that_read_as_numbers_stay_text(tmp_path):
+    """A code version of hex digits and one "e" is a float to a CSV reader (2814554e3348 is inf);
+    run ids and point groups likewise."""
+    path = tmp_path / "lda.csv"
+    append_rows(path, [row(code_version="2814554e3348", group="1234", run_id="5e10")])
+    update_sidecar(tmp_path / "lda.json", None, schema=SCHEMA)
+    df, _, _ = load(path)
+    assert df[["code_version", "group", "run_id"]].iloc[0].tolist() == ["2814554e3348", "1234", "5e10"]
+
+
 def test_measured_repeats(tmp_path):
     path = tmp_path / "r.csv"
     append_rows(path, [row(variant=v, K=32, repeat=r) for v in ("alg1", "alg4") for r in range(2)])

@@ -10,6 +10,8 @@
 #                                                    # (300,000 documents: registers, not the grid, bind)
 #   bash impls/lda/gpu_check.sh loads iterations     # warpscan's scalar and vector loads by K; the paper's
 #                                                    # 100 iterations beside 3 at K = 512, 1020, 1024
+#   bash impls/lda/gpu_check.sh loads warpscan       # another GPU: warpscan against the copy floor at
+#                                                    # K = 256..1024 beside the paper's kernels, its profile
 #
 # Run from the repository root with $OUT set (the device tool's output folder). Results
 # are appended to $OUT/<gpu>/ starting from the committed results/<gpu>/ files, so a
@@ -42,6 +44,10 @@ for stage in "$@"; do
              --precision f32,f64 --loads scalar,vector --out "$DIR" ;;
     iterations) step $SWEEP --iterations 3,100 --k 512,1020,1024 --precision f32,f64 \
                   --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
+    warpscan)
+      step $SWEEP --iterations 3 --k 256,512,1024 --precision f32,f64 --variant alg1,alg4,alg7,warpscan --repeats 3
+      step python3 -m bench profile lda --k 1024 --precision f32,f64 --iterations 1 --variant warpscan \
+        --kernels drawz --out "$DIR" ;;
     fig7-f32) step $SWEEP --iterations 3 --k 4..1024 --precision f32 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
     fig7-f64) step $SWEEP --iterations 3 --k 4..1024 --precision f64 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
     fig8) step $SWEEP --iterations 3 --k 480..544:1 --variant alg4,alg7 --repeats 5 ;;
