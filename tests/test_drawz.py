@@ -8,7 +8,7 @@ from impls.lda import drawz_cpu
 from impls.lda.verify import chi_square_p, token_probabilities, verify_point
 
 VARIANTS = list(drawz_cpu.VARIANTS)
-ISSUE_KS = list(range(1, 71)) + list(range(480, 545)) + [1024]
+ISSUE_KS = list(range(1, 71)) + list(range(480, 545)) + [961, 992, 1024]  # 961, 992: warpscan's widened chunk
 
 
 @pytest.mark.parametrize("W", [8, 16, 32])
@@ -20,6 +20,13 @@ def test_every_variant_gives_identical_z_with_dyadic_weights(W, precision):
                               max_length=40 if small else 150)
         assert report["tokens"] > 0
         assert report["mismatches"] == {v: 0 for v in VARIANTS}, (K, report["mismatches"])
+
+
+def test_warpscan_chunks_avoid_a_multiple_of_31():
+    """Lanes 31 topics apart read one bank of the GPU tile (a pad word per 32): such chunks widen
+    by one, and the last lanes' chunks may be short or empty."""
+    chunks = {K: drawz_cpu.warpscan_chunk(K) for K in (1, 32, 33, 960, 961, 992, 993, 1024, 1953, 1985)}
+    assert chunks == {1: 1, 32: 1, 33: 2, 960: 30, 961: 32, 992: 32, 993: 32, 1024: 32, 1953: 63, 1985: 63}
 
 
 @pytest.mark.parametrize("K", [1, 5, 31, 32, 33, 100, 1024])

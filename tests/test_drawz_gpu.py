@@ -102,7 +102,7 @@ def test_every_gpu_variant_matches_its_cpu_twin_on_real_weights(precision):
     # checks the data movement (transpose, butterfly, search), not only the sums.
     pytest.importorskip("cupy")
     failures = []
-    for K in (1, 5, 31, 32, 33, 100, 517, 1024, 1030):
+    for K in (1, 5, 31, 32, 33, 100, 517, 964, 992, 1024, 1030):  # 964, 992: warpscan widens its chunk
         host = _real_problem(K, precision, seed=5, num_docs=64, max_length=60)
         device = _to_device(*host)
         for variant in GPU_VARIANTS:

@@ -51,8 +51,13 @@ SPEEDUP_POINTS = (1020, 1024)
 
 
 def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
-    """Write whichever of fig6, fig7a/7b, fig8a/8b and the speed-up have data; return the files written."""
+    """Write whichever of fig6, fig7a/7b, fig8a/8b and the speed-up have data, from the
+    iteration count most rows were measured at (the sweeps'), and the table comparing
+    iteration counts where a K has several; return the files written."""
     written = []
+    if "iterations" in df and df["iterations"].nunique() > 1:
+        written += _iterations_table(df, meta, outdir)
+        df = df[df["iterations"] == df["iterations"].mode().iloc[0]]
     if "update" in df and df["update"].nunique() > 1:
         fig6 = df[(df["K"] % 32 == 16) & (df["K"] <= 240) & df["variant"].isin(["alg1", "alg7"])]
         if fig6["update"].nunique() > 1:
@@ -156,6 +161,8 @@ def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, 
     shown = (*DRAWN_KEYS, *drawn)
     written = []
     for setting, subset in per_setting(df, [k for k in _point_keys(df) if k not in shown]):
+        if subset["K"].nunique() < 2:  # one K draws no line: its numbers are in the CSV
+            continue
         subtitle = ", ".join(f"{k}={v}" for k, v in setting.items())
         written += draw(subset, meta, outdir, setting_stem(stem, setting),
                         f"{title}\n({subtitle})" if setting else title)
@@ -299,6 +306,34 @@ def _figure6_phases(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title
     return [save_text(outdir, f"{stem}.md", f"{title.replace(chr(10), ' ')}; {caption(meta, df).replace(chr(10), '; ')}"
                       f"\n\n{text}\n\nSpeed-ups: Algorithm 1's seconds over Algorithm 7's, within a repeat, "
                       "median over repeats; the draw's from the phase draw_z.")]
+
+
+def _iterations_table(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
+    """The figures' short runs against the paper's long ones: at each K measured with
+    several iteration counts, every variant's time per iteration and speed-up over
+    Algorithm 1 (within a repeat, median over repeats), and Algorithm 4's time over
+    Algorithm 7's (ST1/ST2), per iteration count."""
+    df = df[df["update"] == "mfm"] if "update" in df else df
+    counts = df.groupby(["precision", "K"])["iterations"].transform("nunique")
+    df = df[counts > 1]
+    if df.empty:
+        return []
+    by = ["precision", "K", "iterations"]
+    per_iteration = (df.assign(ms=df["seconds"] / df["iterations"] * 1e3)
+                     .pivot_table(index=by, columns="variant", values="ms", aggfunc="median")
+                     .add_suffix(" ms/it"))
+    speedup = _speedups(df, ["precision", "iterations"]).unstack("variant").add_prefix("alg1 over ")
+    speedup = speedup.reorder_levels(["precision", "K", "iterations"]) if not speedup.empty else speedup
+    table = per_iteration.join(speedup)
+    if {"alg4", "alg7"} <= set(df["variant"]):
+        wide = df.pivot_table(index=[*by, "group", "repeat"], columns="variant", values="seconds")
+        table["alg4 over alg7"] = (wide["alg4"] / wide["alg7"]).groupby(level=by).median()
+    text = table.reset_index().to_markdown(index=False, floatfmt=".3g")
+    return [save_text(outdir, "lda-iterations.md",
+                      f"Time per iteration and speed-ups at several iteration counts; "
+                      f"{caption(meta, df).replace(chr(10), '; ')}\n\n{text}\n\n"
+                      "Speed-ups: one variant's seconds over another's within a repeat (the variants run "
+                      "interleaved), median over repeats. alg4 over alg7 above 1: the butterfly is faster.")]
 
 
 def _ratio(value: float) -> str:

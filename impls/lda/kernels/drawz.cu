@@ -430,10 +430,18 @@ __device__ __forceinline__ void tile_products(T* tile, const T* theta_m, const T
     }
 }
 
+// Topics per lane's chunk (the CPU twin's warpscan_chunk): ceil(K/32), one more
+// where that is a multiple of 31.  With the tile's pad word per 32, lanes C = 31
+// topics apart read one bank: 31-way conflicts, and K = 961..992 ran 3x slower.
+__device__ __forceinline__ int chunk_size(int K) {
+    const int C = (K + W - 1) / W;
+    return C % 31 == 0 ? C + 1 : C;
+}
+
 // One WARP per document, one token at a time.  The warp reads the token's phi
 // row (and the document's theta row, from L1) whole and coalesced into a
 // shared-memory tile of products (tile_products).  Lane l then sums its chunk of
-// C = ceil(K/32) consecutive topics from the tile; a warp scan of the chunk
+// C = chunk_size(K) consecutive topics from the tile; a warp scan of the chunk
 // sums gives every chunk's end as a true prefix sum, a ballot finds the chunk
 // that holds the draw, and the 32 lanes take one topic each of that chunk: a
 // second scan and ballot find the topic.  No per-lane arrays, no transpose in
@@ -447,7 +455,7 @@ __device__ void warpscan(const long long* doc_ptr, const int* words, const T* th
     const int lane = threadIdx.x % W;
     if (m >= M) return;  // whole warps leave together: blockDim.x is a multiple of 32
     T* tile = reinterpret_cast<T*>(shared_bytes) + (threadIdx.x / W) * (K + K / W + 1);
-    const int C = (K + W - 1) / W;
+    const int C = chunk_size(K);
     const int begin = min(lane * C, K), end = min(begin + C, K);
     const T* theta_m = theta + m * K;
     for (long long t = doc_ptr[m]; t < doc_ptr[m + 1]; ++t) {
