@@ -328,12 +328,14 @@ def _iterations_table(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     if {"alg4", "alg7"} <= set(df["variant"]):
         wide = df.pivot_table(index=[*by, "group", "repeat"], columns="variant", values="seconds")
         table["alg4 over alg7"] = (wide["alg4"] / wide["alg7"]).groupby(level=by).median()
+    table["runs"] = df.groupby(by)["run_id"].agg(lambda runs: ", ".join(sorted(set(runs))))
     text = table.reset_index().to_markdown(index=False, floatfmt=".3g")
     return [save_text(outdir, "lda-iterations.md",
                       f"Time per iteration and speed-ups at several iteration counts; "
                       f"{caption(meta, df).replace(chr(10), '; ')}\n\n{text}\n\n"
                       "Speed-ups: one variant's seconds over another's within a repeat (the variants run "
-                      "interleaved), median over repeats. alg4 over alg7 above 1: the butterfly is faster.")]
+                      "interleaved), median over repeats. alg4 over alg7 above 1: the butterfly is faster. "
+                      "Each row is the newest code's; compare times only between rows of one run.")]
 
 
 def _ratio(value: float) -> str:
