@@ -114,6 +114,36 @@ def test_figure6_by_phase_says_what_the_draw_gains_and_its_share(tmp_path):
     assert "fig6-phases.md" not in {p.name for p in written}
 
 
+def test_several_iteration_counts_give_a_table_and_the_figures_keep_the_sweeps(tmp_path):
+    """alg4 takes 2 s an iteration and alg7 1 s at 3 iterations; at 100, 2 s and 2 s. The
+    table gives both ratios; the figures use the count most rows have (3), and a single K
+    draws no figure."""
+    rows = []
+    for iterations, alg7 in ((3, 1.0), (100, 2.0)):
+        for K in ((512, 516) if iterations == 3 else (512,)):
+            for variant, per_iteration in (("alg1", 4.0), ("alg4", 2.0), ("alg7", alg7)):
+                for repeat in range(3):
+                    rows.append({"suite": "lda", "backend": "gpu", "dataset": "wiki", "update": "mfm",
+                                 "precision": "f32", "K": K, "iterations": iterations, "variant": variant,
+                                 "repeat": repeat, "group": f"{iterations}-{K}", "run_id": "r1",
+                                 "code_version": "abc123", "timestamp": "2026-01-02T03:04:05+00:00",
+                                 "machine": "nvidia-h100", "seconds": per_iteration * iterations})
+    written = lda_figures.render_figures(pd.DataFrame(rows), {"runs": {"r1": ENV}, "schema": SCHEMA}, tmp_path)
+    [table] = [p for p in written if p.name == "lda-iterations.md"]
+    lines = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.read_text().splitlines()
+             if line.startswith("| ")]
+    header = lines[0]
+    rows_by_count = {row[header.index("iterations")]: row for row in lines[1:]}
+    assert set(rows_by_count) == {"3", "100"}  # K = 516 was measured at one count only
+    assert rows_by_count["3"][header.index("alg4 over alg7")] == "2"
+    assert rows_by_count["100"][header.index("alg4 over alg7")] == "1"
+    assert rows_by_count["100"][header.index("alg7 ms/it")] == "2e+03"
+    assert "fig7a-time-vs-k-f32.png" in {p.name for p in written}
+    single = [row for row in rows if row["K"] == 512 and row["iterations"] == 3]
+    written = lda_figures.render_figures(pd.DataFrame(single), {"runs": {"r1": ENV}, "schema": SCHEMA}, tmp_path / "1")
+    assert not [p for p in written if p.suffix == ".png"]
+
+
 def test_caption_names_machine_software_and_constant_settings(results_root):
     df = read_csv(results_root / "nvidia-h100" / "lda.csv")
     meta = {"runs": {"r1": ENV}, "machine": "nvidia-h100", "schema": SCHEMA}

@@ -66,7 +66,7 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
                                 _figure6, drawn=("update", "precision"))
             if "draw_z_s" in fig6 and {"alg1", "alg7"} <= set(fig6["variant"]):
                 written += _figures(fig6, meta, outdir, "fig6-phases", "Figure 6 by phase", _figure6_phases,
-                                    drawn=("update", "precision"))
+                                    drawn=("update", "precision"), min_k=1)
         df = df[df["update"] == "mfm"]
     # The paper's Figure 7 grid is K = 4k + 4; a dense zoom sweep stored alongside
     # would otherwise draw a finer-grained stretch into it.
@@ -152,16 +152,18 @@ def _point_keys(df: pd.DataFrame) -> list[str]:
     return [k for k in POINT_KEYS if k in df]
 
 
-def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, draw, drawn=()) -> list[Path]:
+def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, draw, drawn=(),
+             min_k: int = 2) -> list[Path]:
     """One figure per combination of the keys that vary and `draw` does not show
-    (never averaged over them).  The stem gets a suffix naming the combination
+    (never averaged over them), where at least min_k K were measured (one K draws no
+    line: its numbers are in the CSV).  The stem gets a suffix naming the combination
     only when there are several."""
     if df.empty:
         return []
     shown = (*DRAWN_KEYS, *drawn)
     written = []
     for setting, subset in per_setting(df, [k for k in _point_keys(df) if k not in shown]):
-        if subset["K"].nunique() < 2:  # one K draws no line: its numbers are in the CSV
+        if subset["K"].nunique() < min_k:
             continue
         subtitle = ", ".join(f"{k}={v}" for k, v in setting.items())
         written += draw(subset, meta, outdir, setting_stem(stem, setting),
