@@ -16,3 +16,4 @@ for f in "$@"; do
 done
 status=0
 step() { echo; echo "==== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || { echo "FAILED ($rc): $*" | tee -a "$LOG"; status=1; }; }
+trap 'rm -f "$DIR"/.*.lock' EXIT  # bench.results' lock files: the device returns 8 files at most

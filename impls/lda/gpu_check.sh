@@ -12,6 +12,7 @@
 #                                                    # 100 iterations beside 3 at K = 512, 1020, 1024
 #   bash impls/lda/gpu_check.sh loads warpscan       # another GPU: warpscan against the copy floor at
 #                                                    # K = 256..1024 beside the paper's kernels, its profile
+#   bash impls/lda/gpu_check.sh sawtooth             # ST4: alg4 and alg7 profiled across one period of K mod 32
 #
 # Run from the repository root with $OUT set (the device tool's output folder). Results
 # are appended to $OUT/<gpu>/ starting from the committed results/<gpu>/ files, so a
@@ -48,6 +49,8 @@ for stage in "$@"; do
       step $SWEEP --iterations 3 --k 256,512,1024 --precision f32,f64 --variant alg1,alg4,alg7,warpscan --repeats 3
       step python3 -m bench profile lda --k 1024 --precision f32,f64 --iterations 1 --variant warpscan \
         --kernels drawz --out "$DIR" ;;
+    sawtooth) step python3 -m bench profile lda --k 993,994,996,1000,1008,1016,1023,1024 --precision f32,f64 \
+                --iterations 1 --variant alg4,alg7 --kernels drawz --metrics time,memory,local,issue,stalls --out "$DIR" ;;
     fig7-f32) step $SWEEP --iterations 3 --k 4..1024 --precision f32 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
     fig7-f64) step $SWEEP --iterations 3 --k 4..1024 --precision f64 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
     fig8) step $SWEEP --iterations 3 --k 480..544:1 --variant alg4,alg7 --repeats 5 ;;

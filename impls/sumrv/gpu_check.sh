@@ -3,6 +3,8 @@
 #
 #   bash impls/sumrv/gpu_check.sh check      # GPU tests, bench verify, compute-sanitizer, registers
 #   bash impls/sumrv/gpu_check.sh sweep      # the benchmark: m = n, batch 1 and 4096, both spaces; (m, n) grid
+#   bash impls/sumrv/gpu_check.sh profile    # bench profile of strip at m = n = 256, 1024, 4096, batch 1024
+#                                            # (every counter set and the peaks: what keeps it below 50% of FMA)
 #
 # Run from the repository root with $OUT set (the device tool's output folder). Results
 # are appended to $OUT/<gpu>/ starting from the committed results/<gpu>/ files; a summary
@@ -38,6 +40,12 @@ print(pd.DataFrame(gpu.kernel_resources()).to_string(index=False))"
       for tool in memcheck racecheck; do
         step compute-sanitizer --tool $tool --error-exitcode 9 $VERIFY -a m=1,33,300 -a n=40,1000 \
           --inputs random,tiny --variant strip
+      done
+      ;;
+    profile)
+      for size in 256 1024 4096; do
+        step python3 -m bench profile sumrv -a m=$size -a n=$size -a batch=1024 --precision f32,f64 --space lin \
+          --variant strip --kernels strip --out "$DIR"
       done
       ;;
     sweep)
