@@ -263,7 +263,7 @@ def profile(
     plan.suite.check(plan.points)
     directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), "gpu")
     path = profiler.profile(plan, ncu, chosen, kernels, invocation, directory, echo=err.print)
-    out.print(f"{len(plan.points)} point(s) profiled; counters in {path}")
+    out.print(f"counters in {path}")
 
 
 @app.command()

@@ -60,8 +60,10 @@ def render_all(results_root: Path, figures_root: Path, suites: list, warn=print)
 
 @dataclass
 class ProfileRun:
-    """A `bench profile` file's latest run: its rows, the point columns that vary (they
-    label a kernel), the others' values, and its sidecar entry."""
+    """A `bench profile` file's newest code: for each point and variant the rows of its
+    newest run (a resumed profile takes the pairs of the interrupted one), the point
+    columns that vary (they label a kernel), the others' values, and the sidecar entry of
+    the newest run (its peaks are the roofline's)."""
 
     rows: pd.DataFrame
     varying: list
@@ -72,18 +74,22 @@ class ProfileRun:
         return frame[[*self.varying, "variant", "kernel"]].astype(str).agg(" ".join, axis=1)
 
     def caption(self) -> str:
-        run = self.rows.iloc[0]
-        return (f"Machine {run['machine']}; code version {run['code_version']}; run {run['run_id']}\n"
-                + ", ".join(f"{k}={v}" for k, v in self.constant.items())
+        newest = self.rows.sort_values("timestamp").iloc[-1]
+        runs = sorted(self.rows["run_id"].unique())
+        return (f"Machine {newest['machine']}; code version {newest['code_version']}; "
+                + (f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(runs)} (peaks of {newest['run_id']})")
+                + "\n" + ", ".join(f"{k}={v}" for k, v in self.constant.items())
                 + "\nNsight Compute, one launch of each kernel (bench profile; the sidecar has the commands)")
 
 
 def latest_profile(csv_path: Path) -> ProfileRun:
-    df = read_csv(csv_path)
-    df = df[df["run_id"] == df.sort_values("timestamp")["run_id"].iloc[-1]]
+    df = read_csv(csv_path).sort_values("timestamp", kind="stable")
+    df = df[df["code_version"] == df["code_version"].iloc[-1]]
     point_columns = list(df.columns[:list(df.columns).index("variant")])  # suite, backend, the axes
+    newest = df.groupby([*point_columns, "variant"], dropna=False)["run_id"].transform("last")
+    df = df[df["run_id"] == newest]
     varying = [c for c in point_columns if df[c].nunique() > 1]
-    info = read_sidecar(csv_path.with_suffix(".json")).get("runs", {}).get(df["run_id"].iloc[0], {})
+    info = read_sidecar(csv_path.with_suffix(".json")).get("runs", {}).get(df["run_id"].iloc[-1], {})
     return ProfileRun(df, varying, {c: df[c].iloc[0] for c in point_columns if c not in varying}, info)
 
 

@@ -93,17 +93,19 @@ def tidy(raw_csv: str) -> pd.DataFrame:
     return long[["launch", "kernel", "metric", "unit", "value"]].reset_index(drop=True)
 
 
-def profiled_pairs(csv_path: Path, sidecar: Path, axes: list[str], code_version: str, metrics: list[str]) -> set[tuple]:
-    """The (point, variant) pairs the CSV holds from a run of this code that asked for every
-    metric asked for now: an interrupted profile resumes after them."""
+def profiled_pairs(csv_path: Path, sidecar: Path, axes: list[str], asked: dict) -> set[tuple]:
+    """The (point, variant) pairs the CSV holds from a run of this code on this machine
+    that profiled the same kernels and launch with every metric asked for now: an
+    interrupted profile resumes after them."""
     if not csv_path.exists():
         return set()
     covering = {run_id for run_id, run in results.read_sidecar(sidecar)["runs"].items()
-                if set(metrics) <= set(run.get("metrics", ()))}
+                if set(asked["metrics"]) <= set(run.get("metrics", ()))
+                and all(run.get(key) == asked[key] for key in ("code_version", "machine", "kernels", "invocation"))}
     rows = results.read_csv(csv_path, dtype=str, keep_default_na=False)
     if rows.empty:
         return set()
-    rows = rows[(rows["code_version"] == code_version) & rows["run_id"].isin(covering)]
+    rows = rows[rows["run_id"].isin(covering)]
     return set(rows.groupby([*axes, "variant"]).groups)
 
 
@@ -122,9 +124,10 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
     run_id = harness.new_run_id()
     stamp = {"code_version": envinfo.code_version(suite.sources), "run_id": run_id, "timestamp": harness.now(),
              "machine": envinfo.machine_slug(env, "gpu")}
-    done_before = profiled_pairs(csv_path, sidecar, axes, stamp["code_version"], metrics)
+    done_before = profiled_pairs(csv_path, sidecar, axes, {**stamp, "metrics": metrics, "kernels": kernels,
+                                                           "invocation": invocation})
     limits = peaks.measure_apart()  # the roofline's, on this GPU, nothing of it held while ncu runs
-    commands = []
+    commands, skipped = [], 0
     info = {**env, "suite": suite.name, **stamp, "peaks": limits, "ncu_version": version[-1] if version else None,
             "metrics": metrics, "kernels": kernels, "invocation": invocation, "commands": commands}
     results.update_sidecar(sidecar, run_id, info)
@@ -134,6 +137,7 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
                 where = " ".join(f"{k}={point[k]}" for k in axes if k != "backend")
                 if (*(results.as_text(point[k]) for k in axes), variant) in done_before:
                     echo(f"already profiled with this code: {variant} at {where}")
+                    skipped += 1
                     continue
                 report = Path(tmp) / f"{len(commands)}.ncu-rep"
                 command = ncu_command(ncu, metrics, kernels, invocation, report,
@@ -151,6 +155,7 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
                 rows = rows.assign(variant=variant, **{k: point[k] for k in ["suite", *axes]}, **stamp)
                 results.append_rows(csv_path, rows.to_dict("records"), columns)
                 results.update_sidecar(sidecar, run_id, {"commands": commands})
+    echo(f"{len(commands)} (point, variant) pair(s) profiled, {skipped} profiled before with this code")
     return csv_path
 
 

@@ -15,6 +15,7 @@ import pytest
 from bench import harness
 from bench import profile as profiler
 from bench.errors import BenchError
+from bench.figures import latest_profile
 from bench.suite import get_suite
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "ncu-raw-sample.csv"
@@ -79,10 +80,10 @@ esac
     return str(ncu)
 
 
-def _profile_lda(ncu, out_dir):
+def _profile_lda(ncu, out_dir, kernels="drawz"):
     plan = harness.plan(get_suite("lda"), {"K": "64,128", "precision": "f32"}, "gpu", ["alg4", "alg7"])
     metrics = profiler.metrics_of(["time", "occupancy", "stalls"])
-    return profiler.profile(plan, ncu, metrics, "drawz", 2, out_dir, echo=lambda _: None)
+    return profiler.profile(plan, ncu, metrics, kernels, 2, out_dir, echo=lambda _: None)
 
 
 def test_a_profile_run_writes_tidy_rows_and_its_sidecar(tmp_path, monkeypatch):
@@ -114,6 +115,10 @@ def test_an_interrupted_profile_keeps_its_rows_and_sidecar_and_resumes(tmp_path,
     assert len(rows) == 2 * 2 * 6 and set(rows.groupby(["K", "variant"]).size()) == {6}
     resumed = json.loads((out / "lda-profile.json").read_text())["runs"]
     assert sorted(len(r["commands"]) for r in resumed.values()) == [2, 2]  # only K = 128 ran again
+    assert set(latest_profile(out / "lda-profile.csv").rows["K"]) == {64, 128}  # the figures take both runs
+    _profile_lda(_stand_in_ncu(tmp_path, monkeypatch), out, kernels="counts")  # other kernels: all again
+    runs = json.loads((out / "lda-profile.json").read_text())["runs"]
+    assert sorted(len(r["commands"]) for r in runs.values()) == [2, 2, 4]
 
 
 def test_the_stall_figure_of_a_profile(tmp_path):

@@ -30,8 +30,8 @@ LOADS = ("auto", "scalar", "vector")
 # How warpscan loads a token's rows (kernels/drawz.cu, tile_products): one value a lane
 # at a time ("scalar") or batches of 16-byte loads ("vector"), whose registers cost
 # occupancy where rows are short. "auto": vectors from these K on. Measured on an H200
-# (wiki-synth, 2026-11-23): in f32 vectors ran 1.2x faster at K = 512 and 1.7x at 1024,
-# 0.8x at 64; in f64 0.87-0.9x at K = 256 and 512, 1.18x at 1024.
+# (lda-kernels, wiki-synth, 2026-11-23): in f32 vectors ran 1.2x faster at K = 512 and
+# 1.6x at 1024, 0.8x at 64; in f64 0.65x at K = 256, 0.89x at 512, 1.18x at 1024.
 VECTOR_FROM_K = {"f32": 512, "f64": 1024}
 _KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7", "warpscan": "warpscan"}
 _PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}

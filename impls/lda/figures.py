@@ -52,12 +52,14 @@ SPEEDUP_POINTS = (1020, 1024)
 
 def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     """Write whichever of fig6, fig7a/7b, fig8a/8b and the speed-up have data, from the
-    iteration count most rows were measured at (the sweeps'), and the table comparing
-    iteration counts where a K has several; return the files written."""
+    iteration count most rows of each precision were measured at (the sweeps'; on a tie
+    the larger), and the table comparing iteration counts where a K has several; return
+    the files written."""
     written = []
     if "iterations" in df and df["iterations"].nunique() > 1:
         written += _iterations_table(df, meta, outdir)
-        df = df[df["iterations"] == df["iterations"].mode().iloc[0]]
+        sweeps = df.groupby("precision")["iterations"].agg(lambda counts: counts.mode().iloc[-1])
+        df = df[df["iterations"] == df["precision"].map(sweeps)]
     if "update" in df and df["update"].nunique() > 1:
         fig6 = df[(df["K"] % 32 == 16) & (df["K"] <= 240) & df["variant"].isin(["alg1", "alg7"])]
         if fig6["update"].nunique() > 1:
@@ -316,16 +318,18 @@ def _iterations_table(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     Algorithm 1 (within a repeat, median over repeats), and Algorithm 4's time over
     Algorithm 7's (ST1/ST2), per iteration count."""
     df = df[df["update"] == "mfm"] if "update" in df else df
-    counts = df.groupby(["precision", "K"])["iterations"].transform("nunique")
+    others = [k for k in _point_keys(df) if k not in ("suite", "precision", "K", "iterations", "update")
+              and df[k].nunique(dropna=False) > 1]
+    counts = df.groupby([*others, "precision", "K"])["iterations"].transform("nunique")
     df = df[counts > 1]
     if df.empty:
         return []
-    by = ["precision", "K", "iterations"]
+    by = [*others, "precision", "K", "iterations"]
     per_iteration = (df.assign(ms=df["seconds"] / df["iterations"] * 1e3)
                      .pivot_table(index=by, columns="variant", values="ms", aggfunc="median")
                      .add_suffix(" ms/it"))
-    speedup = _speedups(df, ["precision", "iterations"]).unstack("variant").add_prefix("alg1 over ")
-    speedup = speedup.reorder_levels(["precision", "K", "iterations"]) if not speedup.empty else speedup
+    speedup = _speedups(df, [*others, "precision", "iterations"]).unstack("variant").add_prefix("alg1 over ")
+    speedup = speedup.reorder_levels(by) if not speedup.empty else speedup
     table = per_iteration.join(speedup)
     if {"alg4", "alg7"} <= set(df["variant"]):
         wide = df.pivot_table(index=[*by, "group", "repeat"], columns="variant", values="seconds")
