@@ -115,6 +115,27 @@ def test_every_gpu_variant_matches_its_cpu_twin_on_real_weights(precision):
 
 
 @pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_warpscan_vector_loads_fall_back_on_rows_not_16_byte_aligned(precision):
+    """theta and phi one value past a 16-byte boundary (C-contiguous views of a longer buffer):
+    the vector kernel loads them one value at a time and still draws its twin's topics."""
+    cupy = pytest.importorskip("cupy")
+    host = _real_problem(1024, precision, seed=8, num_docs=64, max_length=60)
+    doc_ptr, words, theta, phi, u = host
+    device = _to_device(doc_ptr, words, theta, phi, u)
+
+    def shifted(a):
+        buffer = cupy.empty(a.size + 1, dtype=a.dtype)
+        view = buffer[1:].reshape(a.shape)
+        view[...] = cupy.asarray(a)
+        assert view.data.ptr % 16 and view.flags.c_contiguous
+        return view
+
+    device[2], device[3] = shifted(theta), shifted(phi)
+    z = _draw_gpu("warpscan", device, loads="vector")
+    assert (z == _draw_cpu("warpscan", *host)).all()
+
+
+@pytest.mark.parametrize("precision", ["f32", "f64"])
 def test_a_register_cap_spills_but_draws_the_twins_topics(precision):
     """--maxrregcount moves values to local memory, not the arithmetic: the capped kernels
     (alg4 and alg7 use 150-254 registers uncapped) still draw their twins' topics."""
