@@ -94,7 +94,7 @@ def latest_profile(csv_path: Path) -> ProfileRun:
 
 
 def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[Path]:
-    """A `bench profile` file's latest run: each kernel's warp stalls per issued
+    """A `bench profile` file's newest code (latest_profile): each kernel's warp stalls per issued
     instruction, by reason (the largest few, the rest as other), stacked: the bar's length
     is the cycles a warp waits per instruction it issues."""
     from bench.profile import STALL_PREFIX, STALL_SUFFIX
@@ -120,8 +120,8 @@ def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[P
 
 
 def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
-    """A `bench profile` file's latest run against the peaks measured in that run (its
-    sidecar; bench.peaks): each kernel's achieved GFLOP/s against its flops per DRAM byte,
+    """A `bench profile` file's newest code (latest_profile) against the peaks measured in its
+    newest run (the sidecar; bench.peaks): each kernel's achieved GFLOP/s against its flops per DRAM byte,
     under the roof min(FMA peak, intensity x copy bandwidth), a panel per precision (that
     of most of its flops, whose flops alone it is credited with); and a table of every
     kernel, flop-less ones too, with its fractions of the peaks. Nothing for a run without
