@@ -243,18 +243,23 @@ def _figure6(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str) 
     return save(fig, outdir, stem, caption(meta, df) + "\nLines: median over repeats.")
 
 
-def _speedups(df: pd.DataFrame, by: list[str], value: str = "seconds") -> pd.Series:
-    """Algorithm 1's time (`value`: the whole run's, or a phase's) over each other
-    variant's, the ratio taken within one repeat of one point (the variants run
+def _speedups(df: pd.DataFrame, by: list[str], value: str = "seconds", reference: str = "alg1") -> pd.Series:
+    """The reference variant's time (`value`: the whole run's, or a phase's) over each
+    other variant's, the ratio taken within one repeat of one point (the variants run
     interleaved in a group), then the median over the repeats: a Series indexed by
     (*by, K, variant)."""
     wide = df.pivot_table(index=[*by, "K", "group", "repeat"], columns="variant", values=value)
-    if "alg1" not in wide:
+    if reference not in wide:
         names = [*by, "K", "variant"]
         return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[]] * len(names), names=names))
-    ratios = wide.drop(columns="alg1").rdiv(wide["alg1"], axis=0)
+    ratios = wide.drop(columns=reference).rdiv(wide[reference], axis=0)
     ratios.columns.name = "variant"
     return ratios.stack().dropna().groupby(level=[*by, "K", "variant"]).median()
+
+
+def _varying_keys(df: pd.DataFrame, shown: tuple[str, ...]) -> list[str]:
+    """The point keys other than `shown` that take several values: a table splits by them."""
+    return [k for k in _point_keys(df) if k not in shown and df[k].nunique(dropna=False) > 1]
 
 
 def speedup_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -270,8 +275,7 @@ def speedup_summary(df: pd.DataFrame) -> pd.DataFrame:
     columns = [f"at_{k}" for k in SPEEDUP_POINTS] + ["window_median", "window_k"]
     if "update" in df:
         df = df[df["update"] == "mfm"]
-    others = [k for k in _point_keys(df)
-              if k not in ("suite", "K", "precision", "update") and df[k].nunique(dropna=False) > 1]
+    others = _varying_keys(df, ("suite", "K", "precision", "update"))
     by = [*others, "precision"]
     variants = [v for v in SPEEDUP_VARIANTS if v in set(df["variant"])]
     if df.empty or not variants:
@@ -318,8 +322,7 @@ def _iterations_table(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     Algorithm 1 (within a repeat, median over repeats), and Algorithm 4's time over
     Algorithm 7's (ST1/ST2), per iteration count."""
     df = df[df["update"] == "mfm"] if "update" in df else df
-    others = [k for k in _point_keys(df) if k not in ("suite", "precision", "K", "iterations", "update")
-              and df[k].nunique(dropna=False) > 1]
+    others = _varying_keys(df, ("suite", "K", "precision", "iterations", "update"))
     counts = df.groupby([*others, "precision", "K"])["iterations"].transform("nunique")
     df = df[counts > 1]
     if df.empty:
@@ -332,8 +335,8 @@ def _iterations_table(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     speedup = speedup.reorder_levels(by) if not speedup.empty else speedup
     table = per_iteration.join(speedup)
     if {"alg4", "alg7"} <= set(df["variant"]):
-        wide = df.pivot_table(index=[*by, "group", "repeat"], columns="variant", values="seconds")
-        table["alg4 over alg7"] = (wide["alg4"] / wide["alg7"]).groupby(level=by).median()
+        alg4_over = _speedups(df, [*others, "precision", "iterations"], reference="alg4")
+        table["alg4 over alg7"] = alg4_over.xs("alg7", level="variant").reorder_levels(by)
     table["runs"] = df.groupby(by)["run_id"].agg(lambda runs: ", ".join(sorted(set(runs))))
     text = table.reset_index().to_markdown(index=False, floatfmt=".3g")
     return [save_text(outdir, "lda-iterations.md",

@@ -383,14 +383,14 @@ template <typename T> struct Vector16;
 template <> struct Vector16<float> { using type = float4; };
 template <> struct Vector16<double> { using type = double2; };
 __device__ __forceinline__ void store_products(float* tile, int k, float4 a, float4 b) {
-    tile[tile_index(k)] = __fmul_rn(a.x, b.x);
-    tile[tile_index(k + 1)] = __fmul_rn(a.y, b.y);
-    tile[tile_index(k + 2)] = __fmul_rn(a.z, b.z);
-    tile[tile_index(k + 3)] = __fmul_rn(a.w, b.w);
+    tile[tile_index(k)] = mul_rn(a.x, b.x);
+    tile[tile_index(k + 1)] = mul_rn(a.y, b.y);
+    tile[tile_index(k + 2)] = mul_rn(a.z, b.z);
+    tile[tile_index(k + 3)] = mul_rn(a.w, b.w);
 }
 __device__ __forceinline__ void store_products(double* tile, int k, double2 a, double2 b) {
-    tile[tile_index(k)] = __dmul_rn(a.x, b.x);
-    tile[tile_index(k + 1)] = __dmul_rn(a.y, b.y);
+    tile[tile_index(k)] = mul_rn(a.x, b.x);
+    tile[tile_index(k + 1)] = mul_rn(a.y, b.y);
 }
 
 // tile[tile_index(k)] = theta_m[k] * phi_c[k] for every k < K, by the warp.
