@@ -239,7 +239,7 @@ def profile(
     axis: list[str] = AxisOpt,
     variant: Optional[str] = VariantOpt,
     metrics: str = typer.Option("all", "--metrics", help="Comma list of metric sets: time, occupancy, memory, "
-                                "local, issue, flops, stalls; or all."),
+                                "local, global, issue, flops, stalls; or all."),
     kernels: str = typer.Option(".", "--kernels", help="Regular expression (no ':') of the kernel names to "
                                 "profile; the default takes every kernel, the libraries' and the harness's too."),
     invocation: int = typer.Option(2, "--invocation", help="Which launch of each kernel to profile (2: the one "

@@ -106,6 +106,8 @@ def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[P
     reason = stalls["metric"].str[len(STALL_PREFIX):-len(STALL_SUFFIX)]
     table = stalls.assign(label=run.labels(stalls), reason=reason).pivot_table("value", "label", "reason",
                                                                                aggfunc="first")
+    ordered = stalls.sort_values([*run.varying, "variant", "kernel"], kind="stable")  # K = 993 before 1000
+    table = table.reindex(pd.unique(run.labels(ordered)))
     top = table.sum().sort_values(ascending=False).index[:reasons_shown]
     table = table[top].assign(other=table.drop(columns=top).sum(axis=1))
     fig = Figure(figsize=(8, 0.4 * len(table) + 1.5))
@@ -124,7 +126,8 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
     newest run (the sidecar; bench.peaks): each kernel's achieved GFLOP/s against its flops per DRAM byte,
     under the roof min(FMA peak, intensity x copy bandwidth), a panel per precision (that
     of most of its flops, whose flops alone it is credited with); and a table of every
-    kernel, flop-less ones too, with its fractions of the peaks. Nothing for a run without
+    kernel, flop-less ones too (at their point's precision; flop columns blank where the run
+    did not count flops), with its fractions of the peaks. Nothing for a run without
     peaks, time or DRAM bytes."""
     from bench.profile import kernel_rates
 
@@ -133,9 +136,12 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
     rates = kernel_rates(run.rows).dropna(subset=["seconds", "bytes"]) if peaks else pd.DataFrame()
     if rates.empty:
         return []
+    counted = rates[["flops_f32", "flops_f64"]].notna().any(axis=1)  # the run collected the flops set
     flops = rates[["flops_f32", "flops_f64"]].fillna(0.0)
-    rates = rates.assign(precision=np.where(flops["flops_f64"] > flops["flops_f32"], "f64", "f32"),
-                         flops=flops.max(axis=1), label=run.labels(rates))
+    by_flops = pd.Series(np.where(flops["flops_f64"] > flops["flops_f32"], "f64", "f32"), index=rates.index)
+    # A kernel without flops keeps its point's precision, where the suite has that axis.
+    precision = by_flops.where(flops.max(axis=1) > 0, rates.get("precision", by_flops))
+    rates = rates.assign(precision=precision, flops=flops.max(axis=1), label=run.labels(rates))
     copy = peaks["copy_gbps"]
     peak = rates["precision"].map(lambda p: peaks[f"fma_gflops_{p}"])
     rates = rates.assign(gflops=rates["flops"] / rates["seconds"] / 1e9, gbps=rates["bytes"] / rates["seconds"] / 1e9,
@@ -168,15 +174,18 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
         written += save(fig, outdir, f"{csv_path.stem}-roofline", run.caption() + "\nPeaks measured before the "
                         "profile in the same run (bench.peaks); flops from the thread-level FMA, add and multiply "
                         "counters (a multiply-add counts 2); bytes: DRAM read plus written")
+    def where_counted(column, form):  # blank where the run did not count flops
+        return rates[column].map(form.format).where(counted, "")
+
     table = pd.DataFrame({"kernel": rates["label"], "precision": rates["precision"],
                           "ms": rates["seconds"].map(lambda v: f"{v * 1e3:.3g}"),
-                          "GFLOP/s": rates["gflops"].map("{:,.0f}".format),
+                          "GFLOP/s": where_counted("gflops", "{:,.0f}"),
                           "GB/s": rates["gbps"].map("{:,.0f}".format),
-                          "flops/byte": rates["intensity"].map("{:.3g}".format),
-                          "of FMA peak": rates["fma_frac"].map("{:.1%}".format),
+                          "flops/byte": where_counted("intensity", "{:.3g}"),
+                          "of FMA peak": where_counted("fma_frac", "{:.1%}"),
                           "of copy bandwidth": rates["copy_frac"].map("{:.1%}".format),
                           "of its roof": rates["roof_frac"].map(lambda v: "" if np.isnan(v) else f"{v:.1%}"),
-                          "roof": rates["bound"]})
+                          "roof": rates["bound"].where(counted, "")})
     return [*written, save_text(outdir, f"{csv_path.stem}-roofline.md", run.caption().replace("\n", "; ") +
                                 "\n\n" + table.to_markdown(index=False, disable_numparse=True))]
 

@@ -42,6 +42,10 @@ METRIC_SETS = {
                "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
     "local": ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"),
+    # Coalescing: sectors per request of the global loads (1 to 4 for 4 to 16 contiguous bytes
+    # a lane, up to 32 when every lane reads a sector of its own), and the instructions issued.
+    "global": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+               "smsp__inst_executed.sum"),
     "issue": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__issue_active.avg.pct_of_peak_sustained_elapsed",
               "smsp__average_warp_latency_per_inst_issued.ratio",
               "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed"),

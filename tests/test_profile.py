@@ -191,6 +191,21 @@ def test_the_roofline_of_a_profile_reports_every_kernel_against_the_runs_peaks(t
         ["128 alg7 counts", "f32", "2", "0", "2,000", "0", "0.0%", "50.0%", "", "memory"]]
 
 
+def test_a_kernel_profiled_without_the_flops_set_keeps_its_points_precision_and_blank_flop_columns(tmp_path):
+    from bench.figures import roofline_figure
+
+    counted, uncounted = (pd.read_csv(_profile_file(tmp_path, [launch], PEAKS)) for launch in LAUNCHES[1:])
+    uncounted = uncounted[~uncounted["metric"].isin(profiler.METRIC_SETS["flops"])].assign(launch=1)
+    rows = pd.concat([counted, uncounted]).assign(precision="f64")
+    path = tmp_path / "lda-profile.csv"
+    rows[["suite", "backend", "K", "precision", *profiler.COLUMNS, *profiler.BOOKKEEPING]].to_csv(path, index=False)
+    table = roofline_figure(path, tmp_path / "figures")[-1].read_text()
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()
+            if line.startswith("| alg7")]
+    assert rows == [["alg7 drawz_alg7_f64", "f64", "1e+03", "2,000", "2,000", "1", "6.7%", "50.0%", "50.0%", "memory"],
+                    ["alg7 counts", "f64", "2", "", "2,000", "", "", "50.0%", "", ""]]
+
+
 def test_a_profile_without_peaks_has_no_roofline(tmp_path):
     from bench.figures import roofline_figure
 

@@ -50,7 +50,7 @@ for stage in "$@"; do
       step python3 -m bench profile lda --k 1024 --precision f32,f64 --iterations 1 --variant warpscan \
         --kernels drawz --out "$DIR" ;;
     sawtooth) step python3 -m bench profile lda --k 993,994,996,1000,1008,1016,1023,1024 --precision f32,f64 \
-                --iterations 1 --variant alg4,alg7 --kernels drawz --metrics time,memory,local,issue,stalls --out "$DIR" ;;
+                --iterations 1 --variant alg4,alg7 --kernels drawz --metrics time,memory,local,global,issue,stalls --out "$DIR" ;;
     fig7-f32) step $SWEEP --iterations 3 --k 4..1024 --precision f32 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
     fig7-f64) step $SWEEP --iterations 3 --k 4..1024 --precision f64 --variant alg1,alg4,alg7,warpscan --repeats 3 ;;
     fig8) step $SWEEP --iterations 3 --k 480..544:1 --variant alg4,alg7 --repeats 5 ;;
