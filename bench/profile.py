@@ -78,8 +78,11 @@ def run_command(suite: str, point: dict, variant: str) -> list[str]:
 
 def ncu_command(ncu: str, metrics: list[str], kernels: str, invocation: int, report: Path,
                 command: list[str]) -> list[str]:
+    # --clock-control none: the kernels run at the clocks the peaks were measured at (ncu's
+    # default locks the SMs to their base clock, 1.5 of the H200's 1.98 GHz).
     return [ncu, "--metrics", ",".join(metrics), "--kernel-id", f"::regex:{kernels}:{invocation}",
-            "--target-processes", "all", "--force-overwrite", "--export", str(report), *command]
+            "--clock-control", "none", "--target-processes", "all", "--force-overwrite", "--export", str(report),
+            *command]
 
 
 def tidy(raw_csv: str) -> pd.DataFrame:

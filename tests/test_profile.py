@@ -98,7 +98,7 @@ def test_a_profile_run_writes_tidy_rows_and_its_sidecar(tmp_path, monkeypatch):
     assert run["ncu_version"] == "Version 2099.1 (stand-in)" and len(run["commands"]) == 4
     assert run["peaks"] == PEAKS
     assert all("--kernel-id ::regex:drawz:2" in c and " -m bench run lda --backend gpu --variant " in c
-               for c in run["commands"])
+               and "--clock-control none" in c for c in run["commands"])  # the peaks' clocks, not base
     assert any("--K=128" in c for c in run["commands"])
 
 
