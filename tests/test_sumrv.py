@@ -111,3 +111,26 @@ def test_bad_axes_are_refused(given, message):
 
     with pytest.raises(BenchError, match=message):
         harness.plan(SUITE, given, "cpu")
+
+
+@pytest.mark.parametrize("m, n, batch, split", [(1, 1, 1, False), (33, 1000, 2, False), (1000, 3, 1, False),
+                                                (4096, 4096, 1, True), (16384, 16384, 1, True), (16383, 5, 1, False),
+                                                (16383, 1000, 1, True), (256, 256, 4096, False)])
+def test_the_strip_kernels_splits_cover_p_in_whole_vectors(monkeypatch, m, n, batch, split):
+    """Every j of p in exactly one split, each split starting at a whole 16-byte vector (the
+    kernel's chunks do); j is split only where a batch of enough terms cannot fill the GPU."""
+    from impls.sumrv import gpu
+
+    monkeypatch.setattr(gpu, "multiprocessors", lambda: 132)
+    for precision in ("f32", "f64"):
+        *config, splits, split_len = gpu.strip_config(m, n, batch, precision, "lin")
+        assert tuple(config) in gpu.STRIPS[precision, "lin"]
+        assert split_len % 4 == 0 and (splits - 1) * split_len < m <= splits * split_len
+        assert (splits > 1) == split
+
+
+def test_log_space_splits_j_sooner_an_exp_a_term(monkeypatch):
+    from impls.sumrv import gpu
+
+    monkeypatch.setattr(gpu, "multiprocessors", lambda: 132)
+    assert gpu.strip_config(256, 256, 1, "f64", "log")[4] > 1 == gpu.strip_config(256, 256, 1, "f64", "lin")[4]

@@ -20,16 +20,28 @@ PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 BLOCK = 256  # threads per block of the one-thread-per-output kernels
 TILE = 32  # skewdiag: a 32 x 32 tile per block of 32 x 32 threads
 # Strip configurations (threads, outputs per slot, chunk of p staged, lane groups per
-# warp), smallest first: the first whose strip (threads / groups x outputs per slot)
-# covers m + n - 1 outputs, else the last. f64 and log space keep 8 outputs per slot
-# (16 spill registers there).
-STRIPS = {("f32", "lin"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 16, 512, 4)),
-          ("f32", "log"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 8, 512, 4)),
-          ("f64", "lin"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 8, 512, 4)),
-          ("f64", "log"): ((32, 4, 64, 1), (64, 8, 128, 2), (128, 8, 512, 4))}
-ITEMS_PER_SM = 8  # split the j range until a launch has this many blocks per SM ...
-MIN_SPLIT = 64  # ... or its splits are this short; and only from batch x m x n = SPLIT_TERMS:
-SPLIT_TERMS = 1 << 22  # below, a second launch and a buffer cost more than the blocks gain
+# warp), narrowest warp strip (32 / groups x outputs per slot) first: the widest whose
+# strip is at most min(m, n), else the first. A narrow strip wastes fewer multiply-adds on
+# the zero padding at the ends of the parallelogram of terms (about strip / (min(m, n) +
+# strip) of them); a wide one stages fewer values per multiply-add. Chosen on an H200
+# (exp: every candidate at 13 shapes; README, sumrv): f64 and log space keep 8 and 4
+# outputs per slot (more spill registers, or, with exp's code, lower occupancy).
+STRIPS = {("f32", "lin"): ((128, 8, 256, 2), (128, 16, 512, 2)),
+          ("f32", "log"): ((128, 4, 128, 4),),
+          ("f64", "lin"): ((128, 8, 256, 2),),
+          ("f64", "log"): ((128, 4, 128, 4),)}
+# Where a launch would have fewer than MIN_WARPS_PER_SM warp strips per SM, the j range is
+# split until it has WARPS_PER_SM (enough to hide latency) ...
+MIN_WARPS_PER_SM, WARPS_PER_SM = 8, 32
+MIN_SPLIT = 64  # ... or its splits are this short; and only from batch x m x n = SPLIT_TERMS: below,
+# a second launch and a buffer cost more than the warps gain (sooner in log space: an exp a term)
+SPLIT_TERMS = {"lin": 1 << 22, "log": 1 << 16}
+# Log space by a shift per pair (kernels/sumrv.cu) where the spreads of a pair's two rows
+# sum to at most SPREAD: no shifted product is then below the smallest normal number
+# (1.2e-38, 2.2e-308; a margin of 7 and 8 for the exps' rounding) ...
+SPREAD = {"f32": 80.0, "f64": 700.0}
+# ... from batch x m x n = this: below, its four more launches cost more than the exps they save
+LOG_BY_SHIFT_TERMS = {"f32": 1 << 27, "f64": 1 << 23}
 
 
 def kernel(name: str):
@@ -97,51 +109,114 @@ def skewdiag_det(p, q, log: bool):
     return r
 
 
-def strip_config(m: int, n: int, batch: int, precision: str, space: str) -> tuple[int, ...]:
+def strip_width(config: tuple[int, ...]) -> int:
+    """Outputs of a warp's strip: its slots (32 / lane groups) times the outputs per slot."""
+    threads, per_slot, chunk, groups = config
+    return 32 // groups * per_slot
+
+
+def strip_config(m: int, n: int, batch: int, precision: str, space: str,
+                 configs: tuple | None = None) -> tuple[int, ...]:
     """(threads, outputs per slot, chunk, lane groups, splits, split length) of the strip kernel."""
-    outputs = m + n - 1
-    configs = STRIPS[precision, space]
-    threads, per_slot, chunk, groups = next((c for c in configs if c[0] // c[3] * c[1] >= outputs), configs[-1])
-    items = batch * -(-outputs // (threads // groups * per_slot))
-    wanted = -(-ITEMS_PER_SM * multiprocessors() // items) if batch * m * n >= SPLIT_TERMS else 1
+    configs = configs or STRIPS[precision, space]
+    fitting = [c for c in configs if strip_width(c) <= min(m, n)]
+    config = fitting[-1] if fitting else configs[0]
+    strips = batch * -(-(m + n - 1) // strip_width(config))
+    few = strips < MIN_WARPS_PER_SM * multiprocessors() and batch * m * n >= SPLIT_TERMS[space]
+    wanted = -(-WARPS_PER_SM * multiprocessors() // strips) if few else 1
     splits = max(1, min(wanted, -(-m // MIN_SPLIT)))
     split_len = -(-m // splits)
-    return threads, per_slot, chunk, groups, -(-m // split_len), split_len
+    split_len = -(-split_len // 4) * 4  # whole vectors of 16 bytes (the kernel's chunks start at one)
+    return (*config, -(-m // split_len), split_len)
 
 
-@cache
-def _strip_launch(batch: int, m: int, n: int, dtype: np.dtype, log: bool) -> tuple:
-    """The strip kernel's launch for a shape, and the combine's when it splits: a call then
-    costs the launch itself, not its planning (what a caller in a loop pays per call)."""
-    suffix = f"{PRECISION[dtype]}_{'log' if log else 'lin'}"
-    threads, per_slot, chunk, groups, splits, split_len = strip_config(m, n, batch, PRECISION[dtype],
-                                                                       "log" if log else "lin")
-    strips = -(-(m + n - 1) // (threads // groups * per_slot))
-    launch = (kernel(f"sumrv_strip_{threads}x{per_slot}x{chunk}x{groups}_{suffix}"),
-              (_grid(batch * strips * splits),), (threads,))
-    sizes = (np.int32(m), np.int32(n), np.int64(batch), np.int32(splits), np.int32(split_len))
-    combine = None
-    if splits > 1:
-        combine = (kernel(f"sumrv_split_combine_{suffix}"), (_grid(batch * (m + n - 1), BLOCK),), (BLOCK,))
-    return launch, sizes, splits, combine
-
-
-def strip(p, q, log: bool):
-    """Ours: a strip of outputs per block, register tiles, no atomics (deterministic)."""
+def strip(p, q, log: bool, configs: tuple | None = None, shift: bool | None = None):
+    """Ours: a strip of outputs per warp, register tiles, no atomics (deterministic). In log
+    space, from LOG_BY_SHIFT_TERMS, first by a shift per pair where no term can underflow
+    (kernels/sumrv.cu), then per output for the pairs left. `configs` replaces the
+    precision's STRIPS of the space (the shift's linear kernel keeps its own) and `shift`
+    forces that choice (to compare them)."""
     import cupy
 
     # The kernel reads rows with unit stride: a strided view is copied (the other kernels take strides).
-    p, q = (a if a.strides[1] == a.itemsize else cupy.ascontiguousarray(a) for a in (p, q))
+    if p.strides[1] != p.itemsize:
+        p = cupy.ascontiguousarray(p)
+    if q.strides[1] != q.itemsize:
+        q = cupy.ascontiguousarray(q)
     r = _output(p, q)
-    (launch, grid, block), sizes, splits, combine = _strip_launch(*p.shape, q.shape[1], p.dtype, log)
+    done = None
+    if log and (shift if shift is not None else
+                p.shape[0] * p.shape[1] * q.shape[1] >= LOG_BY_SHIFT_TERMS[PRECISION[p.dtype]]):
+        done = _strip_log_by_shift(p, q, r)
+    _strip_into(r, p, q, log, configs, done)
+    return r
+
+
+def _strip_into(r, p, q, log: bool, configs: tuple | None, done) -> None:
+    """r = p (+) q by the strip kernel, except the pairs b where done[b] (None: none)."""
+    import cupy
+
+    # 16 bytes a lane where every row starts at a multiple of 16 (the kernel's VECTOR)
+    vector = (p.data.ptr | q.data.ptr | p.strides[0] | q.strides[0]) % 16 == 0
+    launch, grid, block, args, splits, combine = _strip_launch(*p.shape, q.shape[1], p.dtype, log, configs,
+                                                               p.strides[0], q.strides[0], vector)
     partial = cupy.empty(splits * r.size, dtype=p.dtype) if splits > 1 else r
-    ld = np.int64(r.shape[1])  # r is contiguous
-    launch(grid, block, (p, np.int64(p.strides[0] // p.itemsize), q, np.int64(q.strides[0] // q.itemsize), r, ld,
-                         partial, *sizes))
+    done = _NULL if done is None else done
+    launch(grid, block, (p, args[0], q, args[1], r, args[2], partial, done, *args[3:]))
     if combine:
         launch, grid, block = combine
-        launch(grid, block, (partial, r, ld, np.int64(1), *sizes[:4]))
-    return r
+        launch(grid, block, (partial, r, args[2], np.int64(1), done, *args[3:7]))
+
+
+_NULL = np.uint64(0)  # a null pointer
+
+
+@cache
+def _strip_launch(batch: int, m: int, n: int, dtype: np.dtype, log: bool, configs: tuple | None, p_stride: int,
+                  q_stride: int, vector: bool) -> tuple:
+    """The strip kernel's launch for a shape (kernel, grid, block, its scalar arguments),
+    and the combine's when it splits: a call then costs the launch itself, not its
+    planning (what a caller in a loop pays per call)."""
+    suffix = f"{PRECISION[dtype]}_{'log' if log else 'lin'}"
+    threads, per_slot, chunk, groups, splits, split_len = strip_config(m, n, batch, PRECISION[dtype],
+                                                                       "log" if log else "lin", configs)
+    warp_strips = batch * -(-(m + n - 1) // strip_width((threads, per_slot, chunk, groups))) * splits
+    # A block per threads / 32 warp strips, not a grid-stride: strips differ in cost (those at
+    # the ends of a pair meet fewer j), and the block scheduler hands out the next as SMs free up.
+    launch = kernel(f"sumrv_strip_{threads}x{per_slot}x{chunk}x{groups}_{suffix}")
+    itemsize = np.dtype(dtype).itemsize
+    vector = vector and (m * itemsize) % 16 == 0 and (n * itemsize) % 16 == 0
+    args = (np.int64(p_stride // itemsize), np.int64(q_stride // itemsize), np.int64(m + n - 1), np.int32(m),
+            np.int32(n), np.int64(batch), np.int32(splits), np.int32(split_len), np.int32(vector))
+    combine = None
+    if splits > 1:
+        combine = (kernel(f"sumrv_split_combine_{suffix}"), (_grid(batch * (m + n - 1), BLOCK),), (BLOCK,))
+    return launch, (-(-warp_strips // (threads // 32)),), (threads,), args, splits, combine
+
+
+def _strip_log_by_shift(p, q, r):
+    """r = log-sum-exp convolution of the pairs whose spreads allow a shift per pair; returns
+    their mask (uint8 per pair, 1: done)."""
+    import cupy
+
+    (batch, m), n = p.shape, q.shape[1]
+    (shift_exp, exp_grid), (shift_log, log_grid), sizes, limit = _shift_launches(batch, m, n, p.dtype)
+    p_shifted, q_shifted = cupy.empty((batch, m), p.dtype), cupy.empty((batch, n), q.dtype)  # packed rows
+    stats = cupy.empty(4 * batch, dtype=p.dtype)  # shifts of p and q, spreads of p and q
+    done = cupy.empty(batch, dtype=np.uint8)
+    p, q = cupy.ascontiguousarray(p), cupy.ascontiguousarray(q)  # shift_exp reads packed rows
+    shift_exp(exp_grid, (BLOCK,), (p, q, p_shifted, q_shifted, stats, *sizes))
+    _strip_into(r, p_shifted, q_shifted, False, None, None)
+    shift_log(log_grid, (BLOCK,), (r, stats, done, limit, *sizes))
+    return done
+
+
+@cache
+def _shift_launches(batch: int, m: int, n: int, dtype: np.dtype) -> tuple:
+    precision = PRECISION[np.dtype(dtype)]
+    return ((kernel(f"sumrv_shift_exp_{precision}"), (_grid(2 * batch, BLOCK // 32),)),
+            (kernel(f"sumrv_shift_log_{precision}"), (_grid(batch * (m + n - 1), BLOCK),)),
+            (np.int32(m), np.int32(n), np.int64(batch)), np.dtype(dtype).type(SPREAD[precision]))
 
 
 # Peers: linear-space libraries, in log space through cpu.via_linear's per-vector max shift.
@@ -205,6 +280,7 @@ def kernel_names() -> list[str]:
     for (precision, space), configs in STRIPS.items():
         names += [f"sumrv_{k}_{precision}_{space}" for k in
                   ("naive", "skewdiag", "skewdiag_det", "skewdiag_combine", "split_combine")]
+        names += [f"sumrv_shift_{k}_{precision}" for k in ("exp", "log") if space == "log"]
         names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs]
     return names + [f"peak_exp_{precision}" for precision in ("f32", "f64")]
 

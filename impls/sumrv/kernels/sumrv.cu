@@ -15,9 +15,11 @@
 //                          (../../../../shared/specs/sumrv.md), atomics into r
 //   sumrv_skewdiag_det_*   the same tiles, each writing its 63 diagonal sums to a
 //   sumrv_skewdiag_combine_*  buffer that a second kernel sums in a fixed order
-//   sumrv_strip_<cfg>_*    ours: a block computes a strip of outputs, p and q staged
-//                          in shared memory, R outputs per thread in registers
+//   sumrv_strip_<cfg>_*    ours: a warp computes a strip of outputs, p and q staged
+//                          in its shared memory, R outputs per thread in registers
 //   sumrv_split_combine_*  sums the strip kernel's partial results over j-splits
+//   sumrv_shift_exp_*      strip's log space by a shift per pair where no term can
+//   sumrv_shift_log_*      underflow: shifted exponentials, the linear kernel, logs
 //   peak_exp_*             the exp-and-add rate the log kernels are reported against
 
 #define WARP 32
@@ -198,39 +200,51 @@ __device__ void skewdiag_combine(const T* partial, T* r, long long ldr, long lon
 }
 
 // ---------------------------------------------------------------------------
-// strip (ours): a block of NT threads computes the outputs [I, I + S) of one pair
-// over the j of one split of [0, m). A warp's lanes form G groups that share its
-// WARP / G output slots, each slot R consecutive outputs i0 .. i0 + R - 1, and split
-// its j between them (summed by shuffles at the end): S = NT / G * R. Chunks of C values of p, and the S + C values of q
-// they meet, are staged in shared memory (zero padded: no bounds checks in the
-// inner loop). A step takes R values of j: with the 2R values of q the thread's
-// outputs meet (two register arrays, lo and hi: R / U vector loads each, U values
-// per 16 bytes) and R of p (a broadcast), it does R x R multiply-adds.
-// The q buffer has one 16-byte pad per 128 bytes, so that the vector loads of a
-// warp's lanes (R values apart) spread over the banks.
+// strip (ours): every warp works alone (no block barrier: a warp waiting on its loads
+// leaves the SM to the others). A warp computes the outputs [I, I + S) of one pair over
+// the j of one split of [0, m): its lanes form G groups that share its WARP / G output
+// slots, each slot R consecutive outputs, S = WARP / G * R. Chunks of C values of p, and
+// the S + C + R values of q they meet, are staged in the warp's own shared memory (zero
+// padded: no bounds checks in the inner loop), 16 bytes a lane at a time where the rows
+// allow (VECTOR: every row 16-byte aligned, m and n whole vectors; chunks start at whole
+// vectors of j, and so do splits). Group g takes the g-th of G contiguous runs of a
+// chunk's steps. A step takes R values of j (a broadcast from p) and the window of R
+// values of q below the previous step's, so that with the previous window it has the 2R
+// values of q its outputs meet (two register arrays used in turn), and does R x R
+// multiply-adds. The q buffer has a 16-byte pad after every R values: a window (always at
+// a multiple of R) stays whole at an address linear in its start, and the windows of a
+// group's lanes, R values and a pad apart (48 or 80 bytes), fall on distinct banks (at R = 4
+// in f32, 32 bytes apart, two lanes of eight share each).
 //
-// Log space runs the same loops twice: pass 0 the max-plus product (c_i), pass 1
-// the sums of exp(a + b - c_i). With several splits each writes its partial
-// result (a log value in log space) to partial[split][b][i] and
-// sumrv_split_combine adds them in split order; with one split, r directly.
+// Log space runs the same loops twice: pass 0 the max-plus product (c_i), pass 1 the sums
+// of exp(a + b - c_i). With several splits each writes its partial result (a log value in
+// log space) to partial[split][b][i] and sumrv_split_combine adds them in split order;
+// with one split, r directly. Results leave through shared memory, coalesced.
 template <typename T> __host__ __device__ constexpr int per16() { return 16 / sizeof(T); }
-template <typename T> __device__ __forceinline__ int padded(int v) {
-  return v + v / (8 * per16<T>()) * per16<T>();
-}
+template <typename T, int R> __device__ __forceinline__ int padded(int v) { return v + v / R * per16<T>(); }
+// 16 bytes of T, built and taken apart by value (an address taken would put it in local memory).
 template <typename T> struct Vec;
-template <> struct Vec<float> { typedef float4 type; };
-template <> struct Vec<double> { typedef double2 type; };
+template <> struct Vec<float> {
+  typedef float4 type;
+  static __device__ type splat(float v) { return make_float4(v, v, v, v); }
+  static __device__ float get(const type& v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
+};
+template <> struct Vec<double> {
+  typedef double2 type;
+  static __device__ type splat(double v) { return make_double2(v, v); }
+  static __device__ double get(const type& v, int k) { return k == 0 ? v.x : v.y; }
+};
 
-// w = buffer[base .. base + R) (PADDED: through padded(), as the q buffer is stored).
+// w = buffer[base .. base + R), base a multiple of R (PADDED: stored through padded()).
 template <bool PADDED, typename T, int R>
 __device__ __forceinline__ void load_window(T (&w)[R], const T* buffer, int base) {
   typedef typename Vec<T>::type V;
+  const T* window = buffer + (PADDED ? padded<T, R>(base) : base);
 #pragma unroll
   for (int u = 0; u < R; u += per16<T>()) {
-    const V v = *reinterpret_cast<const V*>(buffer + (PADDED ? padded<T>(base + u) : base + u));
-    const T* parts = reinterpret_cast<const T*>(&v);
+    const V v = *reinterpret_cast<const V*>(window + u);
 #pragma unroll
-    for (int k = 0; k < per16<T>(); ++k) w[u + k] = parts[k];
+    for (int k = 0; k < per16<T>(); ++k) w[u + k] = Vec<T>::get(v, k);
   }
 }
 
@@ -251,6 +265,54 @@ __device__ __forceinline__ void step(T (&acc)[R], const T (&c)[R], const T (&pj)
   }
 }
 
+// The steps jb = begin, begin + R, .. < end of a chunk, for slot `slot`: q at
+// i0 + k - j is sq[padded(slot R - jb + C + R) + k].
+template <typename T, int R, int C, int PASS, bool LOG>
+__device__ __forceinline__ void steps(T (&acc)[R], const T (&c)[R], const T* sp, const T* sq, int slot, int begin,
+                                      int end) {
+  T a[R], b[R], pj[R];
+  int jb = begin;
+  load_window<true>(a, sq, slot * R - jb + C + R);  // the first step's upper window
+  for (; jb + R < end; jb += 2 * R) {
+    load_window<true>(b, sq, slot * R - jb + C);
+    load_window<false>(pj, sp, jb);
+    step<T, R, PASS, LOG>(acc, c, pj, b, a);
+    load_window<true>(a, sq, slot * R - jb - R + C);
+    load_window<false>(pj, sp, jb + R);
+    step<T, R, PASS, LOG>(acc, c, pj, a, b);
+  }
+  if (jb < end) {
+    load_window<true>(b, sq, slot * R - jb + C);
+    load_window<false>(pj, sp, jb);
+    step<T, R, PASS, LOG>(acc, c, pj, b, a);
+  }
+}
+
+// sp[v] = p[v] for v < p_end, sq[padded(v)] = q[v] for q_begin <= v < q_end, the identity
+// elsewhere, as far as the chunk's steps read: sp below p_end rounded up to whole steps,
+// sq from C less that (R more than the steps read). VECTOR: 16 bytes a lane at a time (p and
+// q 16-byte aligned; p_end, q_begin and q_end whole vectors, and q_begin <= q_end always).
+template <typename T, int R, int C, int Q, bool VECTOR, bool LOG>
+__device__ __forceinline__ void stage(T* sp, T* sq, const T* p, const T* q, int p_end, int q_begin, int q_end,
+                                      int lane) {
+  const T zero = Space<T, LOG>::zero();
+  const int p_read = (p_end + R - 1) / R * R, q_read = C - p_read;
+  if (VECTOR) {
+    typedef typename Vec<T>::type V;
+    constexpr int P = per16<T>();
+    const V zeros = Vec<T>::splat(zero);
+    for (int v = lane * P; v < p_read; v += WARP * P)
+      *reinterpret_cast<V*>(sp + v) = v < p_end ? *reinterpret_cast<const V*>(p + v) : zeros;
+    for (int v = q_read + lane * P; v < Q; v += WARP * P)
+      *reinterpret_cast<V*>(sq + padded<T, R>(v)) =
+          (unsigned)(v - q_begin) < (unsigned)(q_end - q_begin) ? *reinterpret_cast<const V*>(q + v) : zeros;
+  } else {
+    for (int v = lane; v < p_read; v += WARP) sp[v] = v < p_end ? p[v] : zero;
+    for (int v = q_read + lane; v < Q; v += WARP)
+      sq[padded<T, R>(v)] = (unsigned)(v - q_begin) < (unsigned)(q_end - q_begin) ? q[v] : zero;
+  }
+}
+
 template <typename T, bool LOG, int PASS, int R>
 __device__ __forceinline__ void reduce_groups(T (&acc)[R], int lanes) {
   // Lanes l and l ^ offset (offset a multiple of `lanes`) hold the same outputs.
@@ -263,24 +325,41 @@ __device__ __forceinline__ void reduce_groups(T (&acc)[R], int lanes) {
   }
 }
 
-template <typename T, int NT, int R, int C, int G, bool LOG>
-__device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r, long long ldr, T* partial, int m,
-                      int n, long long batch, int splits, int split_len) {
+template <typename T, int NT, int R, int C, int G>
+struct StripShape {
   static_assert(C % R == 0 && R % per16<T>() == 0, "C must hold whole steps of whole vectors");
   static_assert(WARP % G == 0 && NT % WARP == 0, "whole warps of whole groups");
-  constexpr int LANES = WARP / G;  // output slots of a warp: its G groups of lanes share them
-  constexpr int S = NT / WARP * LANES * R;  // outputs per strip
-  constexpr int Q = S + C + R;  // q values staged: q[I - jc - C - R + v], v < Q
-  __shared__ __align__(16) T sp[C];
-  __shared__ __align__(16) T sq[Q + Q / (8 * per16<T>()) * per16<T>() + per16<T>()];
+  static constexpr int WARPS = NT / WARP;
+  static constexpr int LANES = WARP / G;  // output slots of a warp: its G groups of lanes share them
+  static constexpr int S = LANES * R;  // outputs per warp
+  static constexpr int Q = S + C + R;  // q values staged: q[I - jc - C - R + v], v < Q
+  static constexpr int Q_PADDED = Q + Q / R * per16<T>() + per16<T>();
+};
+
+template <typename T, int NT, int R, int C, int G, bool LOG>
+__device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r, long long ldr, T* partial,
+                      const unsigned char* done, int m, int n, long long batch, int splits, int split_len,
+                      bool vector) {
+  typedef StripShape<T, NT, R, C, G> Shape;
+  constexpr int LANES = Shape::LANES, S = Shape::S, Q = Shape::Q;
+  __shared__ __align__(16) T sp_all[Shape::WARPS][C];
+  __shared__ __align__(16) T sq_all[Shape::WARPS][Shape::Q_PADDED];
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+  T* sp = sp_all[warp];
+  T* sq = sq_all[warp];
+  const int slot = lane % LANES, group = lane / LANES;
   const long long L = (long long)m + n - 1;
   const int strips = (int)((L + S - 1) / S);
-  const int t = threadIdx.x;
-  const int slot = t / WARP * LANES + t % LANES, group = t % WARP / LANES;
-  for (long long item = blockIdx.x; item < batch * strips * splits; item += gridDim.x) {
+  const long long items = batch * strips * splits;
+  for (long long item = (long long)blockIdx.x * Shape::WARPS + warp; item < items;
+       item += (long long)gridDim.x * Shape::WARPS) {
+    // Item (rank, b, split): the strips of every pair by rank, the middle one (most j) first,
+    // then outwards, so that the last blocks to run are the cheapest (a shorter tail).
     const int split = (int)(item % splits);
-    const long long b = item / splits / strips;
-    const long long I = item / splits % strips * S;
+    const long long b = item / splits % batch;
+    if (done && done[b]) continue;  // log space: a pair the shifted path computed
+    const int rank = (int)(item / splits / batch), middle = (strips - 1) / 2, step = (rank + 1) / 2;
+    const long long I = (long long)(rank % 2 ? middle + step : middle - step) * S;
     const T* pb = p + b * ldp;
     const T* qb = q + b * ldq;
     // j meets this strip where 0 <= i - j < n for some i in [I, I + S), within the split.
@@ -288,43 +367,32 @@ __device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r
     const long long s_lo = (long long)split * split_len, s_hi = s_lo + split_len - 1;
     j_lo = j_lo > s_lo ? j_lo : s_lo;
     j_hi = j_hi < s_hi ? j_hi : s_hi;
+    // From a whole vector of j: the j added below j_lo meet q beyond n - 1 (zero), as
+    // s_lo is a whole vector (gpu.py) and so is 0.
+    j_lo -= j_lo % per16<T>();
     T acc[R], c[R];
 #pragma unroll
     for (int k = 0; k < R; ++k) c[k] = Math<T>::ninf();
+#pragma unroll
     for (int pass = 0; pass < (LOG ? 2 : 1); ++pass) {
 #pragma unroll
       for (int k = 0; k < R; ++k) acc[k] = LOG && pass == 0 ? Math<T>::ninf() : T(0);
       for (long long jc = j_lo; jc <= j_hi; jc += C) {
-        __syncthreads();  // the previous chunk is no longer read
+        __syncwarp();  // the previous chunk (or item's results) is no longer read
         // Rows are contiguous here (gpu.py copies strided views), so staging needs no
         // 64-bit multiply per value: p[jc + v] for v < C, q[k0 + v] for v < Q.
         const int p_end = j_hi - jc + 1 < C ? (int)(j_hi - jc + 1) : C;
-        for (int v = t; v < C; v += NT) sp[v] = v < p_end ? pb[jc + v] : Space<T, LOG>::zero();
         const long long k0 = I - jc - C - R;
         const int q_begin = k0 < 0 ? (int)-k0 : 0, q_end = n - k0 < Q ? (int)(n - k0) : Q;
-        const T* qk = qb + k0;
-        for (int v = t; v < Q; v += NT)
-          sq[padded<T>(v)] = v >= q_begin && v < q_end ? qk[v] : Space<T, LOG>::zero();
-        __syncthreads();
-        // Slot s, j = jc + jb: q at i0 + k - j is sq[v] with v = s R + k - jb + C + R.
-        // A warp takes only the steps its outputs [w0, w0 + LANES R) meet (j in
-        // [w0 - n + 1, w0 + LANES R - 1]), group g of its lanes every G-th of them from
-        // the g-th: the narrower a warp's outputs, the fewer of its multiply-adds fall on
-        // the zero padding outside the parallelogram of terms (its share is about
-        // LANES R / n where n is small, and at both ends of every pair).
-        const long long w0 = I + (long long)(t / WARP) * LANES * R;
-        const long long first = w0 - (n - 1) - jc;
-        long long end = w0 + LANES * R - jc < j_hi + 1 - jc ? w0 + LANES * R - jc : j_hi + 1 - jc;
-        end = end < C ? end : C;
-        const int jb_first = first > 0 ? (int)(first / R * R) : 0, jb_end = (int)end;
-        for (int jb = jb_first + group * R; jb < jb_end; jb += G * R) {
-          T lo[R], hi[R], pj[R];
-          load_window<true>(lo, sq, slot * R - jb + C);
-          load_window<true>(hi, sq, slot * R - jb + C + R);
-          load_window<false>(pj, sp, jb);
-          if (LOG && pass == 0) step<T, R, 0, LOG>(acc, c, pj, lo, hi);
-          else step<T, R, 1, LOG>(acc, c, pj, lo, hi);
-        }
+        if (vector) stage<T, R, C, Q, true, LOG>(sp, sq, pb + jc, qb + k0, p_end, q_begin, q_end, lane);
+        else stage<T, R, C, Q, false, LOG>(sp, sq, pb + jc, qb + k0, p_end, q_begin, q_end, lane);
+        __syncwarp();
+        // The chunk's steps, split among the groups in contiguous runs.
+        const int chunk_steps = (p_end + R - 1) / R, run = (chunk_steps + G - 1) / G;
+        const int begin = group * run * R, end = min(p_end, (group + 1) * run * R);
+        if (begin >= end) continue;  // more groups than steps: this one has none
+        if (LOG && pass == 0) steps<T, R, C, 0, LOG>(acc, c, sp, sq, slot, begin, end);
+        else steps<T, R, C, 1, LOG>(acc, c, sp, sq, slot, begin, end);
       }
       if (LOG && pass == 0) {
         reduce_groups<T, LOG, 0>(acc, LANES);
@@ -334,22 +402,26 @@ __device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r
         reduce_groups<T, LOG, 1>(acc, LANES);
       }
     }
-    T* out = splits > 1 ? partial + ((long long)split * batch + b) * L : r + b * ldr;
+    // Through shared memory (sq: no longer read), so that the stores coalesce.
+    __syncwarp();
+    if (group == 0) {
 #pragma unroll
-    for (int k = 0; k < R; ++k) {
-      const long long i = I + (long long)slot * R + k;
-      if (group == 0 && i < L) out[i] = LOG ? log_of_sum(c[k], acc[k]) : acc[k];
+      for (int k = 0; k < R; ++k) sq[slot * R + k] = LOG ? log_of_sum(c[k], acc[k]) : acc[k];
     }
+    __syncwarp();
+    T* out = splits > 1 ? partial + ((long long)split * batch + b) * L : r + b * ldr;
+    for (int v = lane; v < S && I + v < L; v += WARP) out[I + v] = sq[v];
   }
 }
 
 template <typename T, bool LOG>
-__device__ void split_combine(const T* partial, T* r, long long ldr, long long incr, int m, int n, long long batch,
-                              int splits) {
+__device__ void split_combine(const T* partial, T* r, long long ldr, long long incr, const unsigned char* done,
+                              int m, int n, long long batch, int splits) {
   const long long L = (long long)m + n - 1;
   for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < batch * L;
        e += (long long)gridDim.x * blockDim.x) {
     const long long b = e / L, i = e % L;
+    if (done && done[b]) continue;
     T c = Math<T>::ninf(), acc = 0;
     if (LOG)
       for (int s = 0; s < splits; ++s) c = fmax(c, partial[((long long)s * batch + b) * L + i]);
@@ -358,6 +430,63 @@ __device__ void split_combine(const T* partial, T* r, long long ldr, long long i
       acc += LOG ? shifted_exp(v, c) : v;
     }
     r[b * ldr + i * incr] = LOG ? log_of_sum(c, acc) : acc;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// strip in log space by a shift per pair, where that is safe (ours). With s_a = max_j a_j
+// and s_b = max_k b_k every term is exp(a_j - s_a) exp(b_k - s_b) exp(s_a + s_b):
+// sumrv_shift_exp writes each row's shifted exponentials (m + n exps a pair, not m n),
+// its shift and its spread (largest minus smallest finite value); the linear strip kernel
+// sums their products; sumrv_shift_log takes r_i = log(sum) + s_a + s_b and marks the pair
+// done. Where a pair's two spreads sum to at most `limit` (gpu.py: 80 in f32, 700 in
+// f64), no shifted product is below the smallest normal number (1.2e-38, 2.2e-308): every
+// term keeps its relative accuracy, as with the per-output shift. The other pairs are
+// left to the per-output kernel (strip's `done` mask).
+template <typename T> __device__ T accurate_exp(T x);
+template <> __device__ float accurate_exp(float x) { return expf(x); }  // m + n of them: no need of __expf's speed
+template <> __device__ double accurate_exp(double x) { return exp(x); }
+
+// One warp per row, grid-stride over the batch rows of p (packed, m each) and then those
+// of q (n each): stats[0][b] and stats[1][b] get the shifts of p and q, stats[2][b] and
+// stats[3][b] their spreads.
+template <typename T>
+__device__ void shift_exp(const T* p, const T* q, T* p_out, T* q_out, T* stats, int m, int n, long long batch) {
+  const int lane = threadIdx.x % WARP;
+  const long long warps = (long long)gridDim.x * blockDim.x / WARP;
+  for (long long row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / WARP; row < 2 * batch; row += warps) {
+    const bool of_q = row >= batch;
+    const long long b = of_q ? row - batch : row;
+    const int len = of_q ? n : m;
+    const T* in = (of_q ? q : p) + b * len;
+    T* out = (of_q ? q_out : p_out) + b * len;
+    T hi = Math<T>::ninf(), lo_negated = Math<T>::ninf();  // max and -min of the finite values
+    for (int j = lane; j < len; j += WARP) {
+      hi = fmax(hi, in[j]);
+      if (in[j] != Math<T>::ninf()) lo_negated = fmax(lo_negated, -in[j]);
+    }
+    hi = warp_max(hi);
+    lo_negated = warp_max(lo_negated);
+    const bool empty = hi == Math<T>::ninf();  // every probability 0: exp(-inf - 0) = 0
+    const T s = empty ? T(0) : hi;
+    for (int j = lane; j < len; j += WARP) out[j] = accurate_exp(in[j] - s);
+    if (lane == 0) {
+      stats[of_q * batch + b] = s;
+      stats[(2 + of_q) * batch + b] = empty ? T(0) : hi + lo_negated;
+    }
+  }
+}
+
+// r (contiguous rows) holds the sums of the shifted products; one thread per output.
+template <typename T>
+__device__ void shift_log(T* r, const T* stats, unsigned char* done, T limit, int m, int n, long long batch) {
+  const long long L = (long long)m + n - 1;
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < batch * L;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long b = e / L, i = e % L;
+    const bool safe = stats[2 * batch + b] + stats[3 * batch + b] <= limit;
+    if (i == 0) done[b] = safe;
+    if (safe) r[e] = r[e] > 0 ? Math<T>::log(r[e]) + stats[b] + stats[batch + b] : Math<T>::ninf();
   }
 }
 
@@ -402,19 +531,26 @@ template <typename T> __device__ void peak_exp(T* out, int iterations, T a, T b)
     skewdiag_combine<T, LOG>(partial, r, ldr, incr, m, n, batch);                                           \
   }                                                                                                         \
   extern "C" __global__ void sumrv_split_combine_##PREC##_##SP(const T *partial, T *r, long long ldr,       \
-                                                               long long incr, int m, int n, long long batch, \
-                                                               int splits) {                                \
-    split_combine<T, LOG>(partial, r, ldr, incr, m, n, batch, splits);                                      \
+                                                               long long incr, const unsigned char *done,   \
+                                                               int m, int n, long long batch, int splits) { \
+    split_combine<T, LOG>(partial, r, ldr, incr, done, m, n, batch, splits);                                \
   }
-// Strip configurations (threads NT, outputs per thread R, chunk C): gpu.py picks one by size.
+// Strip configurations (threads NT, outputs per slot R, chunk C, lane groups G): gpu.py's STRIPS.
 #define STRIP(T, PREC, SP, LOG, NT, R, C, G)                                                                 \
   extern "C" __global__ void __launch_bounds__(NT) sumrv_strip_##NT##x##R##x##C##x##G##_##PREC##_##SP(       \
-      const T *p, long long ldp, const T *q, long long ldq, T *r, long long ldr, T *partial, int m, int n,      \
-      long long batch, int splits, int split_len) {                                                          \
-    strip<T, NT, R, C, G, LOG>(p, ldp, q, ldq, r, ldr, partial, m, n, batch, splits, split_len);             \
+      const T *p, long long ldp, const T *q, long long ldq, T *r, long long ldr, T *partial,                   \
+      const unsigned char *done, int m, int n, long long batch, int splits, int split_len, int vector) {     \
+    strip<T, NT, R, C, G, LOG>(p, ldp, q, ldq, r, ldr, partial, done, m, n, batch, splits, split_len, vector); \
   }
-#define STRIPS(T, PREC, SP, LOG) \
-  STRIP(T, PREC, SP, LOG, 32, 4, 64, 1) STRIP(T, PREC, SP, LOG, 64, 8, 128, 2) STRIP(T, PREC, SP, LOG, 128, 8, 512, 4)
+#define SHIFTS(T, PREC)                                                                                     \
+  extern "C" __global__ void sumrv_shift_exp_##PREC(const T *p, const T *q, T *p_out, T *q_out, T *stats,    \
+                                                    int m, int n, long long batch) {                        \
+    shift_exp<T>(p, q, p_out, q_out, stats, m, n, batch);                                                   \
+  }                                                                                                         \
+  extern "C" __global__ void sumrv_shift_log_##PREC(T *r, const T *stats, unsigned char *done, T limit,      \
+                                                    int m, int n, long long batch) {                        \
+    shift_log<T>(r, stats, done, limit, m, n, batch);                                                       \
+  }
 #define PEAKS(T, PREC)                                                                              \
   extern "C" __global__ void peak_exp_##PREC(T *out, int iterations, T a, T b) {                    \
     peak_exp<T>(out, iterations, a, b);                                                             \
@@ -424,8 +560,10 @@ FOR_SPACES(NAIVE, float, f32)
 FOR_SPACES(NAIVE, double, f64)
 FOR_SPACES(SKEWDIAG, float, f32)
 FOR_SPACES(SKEWDIAG, double, f64)
-FOR_SPACES(STRIPS, float, f32)
-FOR_SPACES(STRIPS, double, f64)
-STRIP(float, f32, lin, false, 128, 16, 512, 4)  // in f64 and in log space 16 outputs per thread spill
+STRIP(float, f32, lin, false, 128, 8, 256, 2) STRIP(float, f32, lin, false, 128, 16, 512, 2)
+STRIP(double, f64, lin, false, 128, 8, 256, 2)
+STRIP(float, f32, log, true, 128, 4, 128, 4) STRIP(double, f64, log, true, 128, 4, 128, 4)
+SHIFTS(float, f32)
+SHIFTS(double, f64)
 PEAKS(float, f32)
 PEAKS(double, f64)
