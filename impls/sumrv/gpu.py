@@ -23,9 +23,10 @@ TILE = 32  # skewdiag: a 32 x 32 tile per block of 32 x 32 threads
 # warp), narrowest warp strip (32 / groups x outputs per slot) first: the widest whose
 # strip is at most min(m, n), else the first. A narrow strip wastes fewer multiply-adds on
 # the zero padding at the ends of the parallelogram of terms (about strip / (min(m, n) +
-# strip) of them); a wide one stages fewer values per multiply-add. Chosen on an H200
-# (exp: every candidate at 13 shapes; README, sumrv): f64 and log space keep 8 and 4
-# outputs per slot (more spill registers, or, with exp's code, lower occupancy).
+# strip) of them); a wide one stages fewer values per multiply-add. Chosen among 10-16
+# candidates timed on an H200 at 13 shapes (a scratch comparison, `configs` below): f64
+# and log space keep 8 and 4 outputs per slot (more spill registers, or, with exp's code,
+# lower occupancy).
 STRIPS = {("f32", "lin"): ((128, 8, 256, 2), (128, 16, 512, 2)),
           ("f32", "log"): ((128, 4, 128, 4),),
           ("f64", "lin"): ((128, 8, 256, 2),),
