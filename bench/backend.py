@@ -53,9 +53,47 @@ def _module(source: Path, options: tuple[str, ...], device: int):
     return cupy.RawModule(code=source.read_text(), options=options)
 
 
+_COMPILED: dict[tuple, object] = {}  # (source, name, options) -> kernel: what this process compiled
+
+
 @cache
 def _kernel(source: Path, name: str, options: tuple[str, ...], device: int):
-    return _module(source, options, device).get_function(name)
+    kernel = _module(source, options, device).get_function(name)
+    _COMPILED[source, name, options] = kernel
+    return kernel
+
+
+def kernel_attributes(kernel) -> dict:
+    """A compiled kernel's resources: registers per thread, local memory per thread (spills
+    and local arrays), static shared memory per block."""
+    attributes = kernel.attributes
+    return {"registers": attributes["num_regs"], "local_bytes": attributes["local_size_bytes"],
+            "shared_bytes": attributes["shared_size_bytes"], "max_threads": attributes["max_threads_per_block"]}
+
+
+def compiled_kernels() -> dict[str, dict]:
+    """Every kernel this process compiled, with its resources (recorded in a GPU run's sidecar)."""
+    return {name: {"source": source.name, "options": " ".join(options), **kernel_attributes(kernel)}
+            for (source, name, options), kernel in sorted(_COMPILED.items(), key=lambda item: item[0][1])}
+
+
+def kernel_names(source: Path, options: tuple[str, ...] = ("-std=c++17",)) -> list[str]:
+    """The names of every kernel a .cu file defines (its macros expanded): NVRTC's PTX entries,
+    or the .text sections of the cubin it returns on newer GPUs."""
+    import re
+
+    from cupy.cuda import compiler
+
+    binary = compiler.compile_using_nvrtc(source.read_text(), options=options)
+    binary = binary if isinstance(binary, bytes) else binary.encode()
+    names = re.findall(rb"\.entry\s+([A-Za-z_]\w*)\s*\(", binary) or re.findall(rb"\.text\.([A-Za-z_]\w*)\x00", binary)
+    return sorted({name.decode() for name in names})
+
+
+def kernel_table(source: Path, options: tuple[str, ...] = ("-std=c++17",)) -> list[dict]:
+    """Every kernel of a .cu file compiled for the current GPU, with its resources."""
+    return [{"kernel": name, **kernel_attributes(raw_kernel(source, name, options))}
+            for name in kernel_names(source, options)]
 
 
 def raw_kernel(source: Path, name: str, options: tuple[str, ...] = ("-std=c++17",)):

@@ -1,6 +1,7 @@
 """The `bench` command: generic over suites (`bench list` shows them)."""
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -11,17 +12,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench import envinfo, harness, results
-from bench.backend import resolve_backend
+from bench import __version__, envinfo, harness, results
+from bench.backend import gpu_available, resolve_backend
 from bench.corpus import CorpusError
 from bench.errors import BenchError
+from bench.recipes import PROFILES
 from bench.specs import parse_choices
 from bench.suite import DEFAULT_SUITE, all_suites, get_suite, suite_names
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "results"
-FIGURES = REPO / "figures"
-VERSION = "0.2.0"
+# Outputs go where the user is (or says), never into the installed package.
+RESULTS = Path(os.environ.get("BENCH_RESULTS", "results"))
+FIGURES = Path(os.environ.get("BENCH_FIGURES", "figures"))
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Re-measure GPU papers on sampling from discrete distributions and topic models.")
@@ -35,18 +36,19 @@ AXES_HELP = ("[SUITE] (default lda), then axes as -a NAME=SPEC or --NAME SPEC (e
              "`bench list SUITE` shows them")
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 BackendOpt = typer.Option("auto", "--backend", help="auto (GPU when CuPy sees one) | cpu | gpu.")
-AxisOpt = typer.Option([], "-a", "--axis", help="NAME=SPEC, repeatable: 4..1024, 16..4096:*2, 2^3..2^14, a,b.")
+AxisOpt = typer.Option([], "-a", "--axis", metavar="NAME=SPEC",
+                       help="An axis' values, repeatable: 4..1024, 16..4096:*2, 2^3..2^14, a,b.")
 VariantOpt = typer.Option(None, "--variant", help="Comma list of variants.", show_default="the suite's default set")
 
 
 def _version(value: bool):
     if value:
-        out.print(f"bench {VERSION}")
+        out.print(f"bench {__version__}")
         raise typer.Exit()
 
 
 @app.callback()
-def main_options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+def main_options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, metavar="",
                                               help="Print the version and exit.")):
     """Re-measure GPU papers on sampling from discrete distributions and topic models."""
 
@@ -266,34 +268,124 @@ def profile(
     out.print(f"counters in {path}")
 
 
-@app.command()
-def figures(
-    results_dir: Path = typer.Option(RESULTS, "--results", help="Root of results/<machine>/ directories."),
-    out_dir: Path = typer.Option(FIGURES, "--out", help="Root of figures/<machine>/ directories."),
-    ensure: Optional[str] = typer.Option(None, "--ensure", help="Comma list of suites to give this machine a "
-                                         "default CPU sweep first, where it has no results of them."),
-):
-    """Render every figure whose results exist."""
+ResultsOpt = typer.Option(RESULTS, "--results", help="Root of the results/<machine>/ directories "
+                          "(or $BENCH_RESULTS).")
+FiguresOpt = typer.Option(FIGURES, "--figures", help="Root of the figures/<machine>/ directories "
+                          "(or $BENCH_FIGURES).")
+
+
+def _machine_dirs(results_dir: Path) -> list[Path]:
+    if not results_dir.is_dir():
+        raise BenchError(f"--results {results_dir}: not a directory (run `bench reproduce` or `bench sweep` first)")
+    return sorted(p for p in results_dir.iterdir() if p.is_dir())
+
+
+def _draw(results_dir: Path, figures_dir: Path, machines: list[str] | None = None) -> list[Path]:
+    """Every figure and REPORT.md of the machines' results (all machines where None)."""
+    from bench import report
     from bench.figures import render_all
 
-    if not results_dir.is_dir():
-        raise BenchError(f"--results {results_dir}: not a directory")
-    for name in parse_choices(ensure, suite_names(), "suite") if ensure else []:
-        suite = get_suite(name)
-        slug = envinfo.machine_slug(envinfo.collect_env(sys.argv), "cpu")
-        if not (results_dir / slug / f"{name}.csv").exists():
-            err.print(f"no {name} results for this machine ({slug}): running the default CPU sweep")
-            plan = harness.plan(suite, {}, "cpu")
-            err.print(suite.defaults("cpu").note)
-            settings = _settings(plan, None, None, None, None, None, False, results_dir / slug, False)
-            status = harness.sweep(plan, settings)
-            if status:
-                raise typer.Exit(status)
-    written = render_all(results_dir, out_dir, all_suites(), warn=lambda text: err.print(f"[yellow]{text}[/]"))
+    suites = all_suites()
+    written = render_all(results_dir, figures_dir, suites, warn=lambda text: err.print(f"[yellow]{text}[/]"),
+                         machines=machines)
+    for directory in _machine_dirs(results_dir):
+        if machines is None or directory.name in machines:
+            written.append(report.write(directory, figures_dir / directory.name, suites))
+    return written
+
+
+@app.command()
+def figures(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
+    """Draw every figure whose results exist, and write each machine's REPORT.md."""
+    written = _draw(results_dir, figures_dir)
     for path in written:
         out.print(str(path))
-    if not written:
-        raise BenchError(f"no figures: no readable results under {results_dir} (run `bench sweep` first)")
+    if not any(path.suffix == ".png" for path in written):
+        err.print(f"no figures: no results to draw under {results_dir} (run `bench reproduce` first)")
+
+
+@app.command()
+def report(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
+    """Write results/<machine>/REPORT.md from the results alone, for every machine.
+
+    Per suite: the figures (linked) and tables of each recipe, and the paper's claims
+    beside ours with computed verdicts. The same results give the same bytes."""
+    from bench import report as reports
+
+    for directory in _machine_dirs(results_dir):
+        out.print(str(reports.write(directory, figures_dir / directory.name, all_suites())))
+
+
+@app.command(options_metavar="[SUITE[:RECIPE]]... [OPTIONS]")
+def reproduce(
+    targets: Optional[list[str]] = typer.Argument(None, metavar="[SUITE[:RECIPE]]...", show_default=False,
+                                                  help="Suites or single recipes.", ),
+    profile: Optional[str] = typer.Option(None, "--profile", metavar="cpu|quick|paper", help="Sizes: "
+                                          + "; ".join(f"{name}: {what}" for name, (_, what) in PROFILES.items())
+                                          + ".", show_default="cpu without a GPU, quick with one"),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="Print the plan (recipes, sweeps, points, "
+                                 "expected time); measure nothing."),
+    budget: Optional[str] = typer.Option(None, "--budget", metavar="DURATION", help="Stop cleanly within this "
+                                         "time (600, 90s, 9m, 1h30m), figures and report included; a rerun goes "
+                                         "on where it stopped.", show_default="none"),
+    results_dir: Path = ResultsOpt,
+    figures_dir: Path = FiguresOpt,
+    estimate_from: Optional[str] = typer.Option(None, "--estimate-from", metavar="MACHINE",
+                                                help="Estimate times from the results of another machine type "
+                                                     "(a directory under --results).",
+                                                show_default="this machine's"),
+):
+    """Reproduce the papers' figures and tables: every recipe's sweeps, then the figures and REPORT.md.
+
+    Measures only what is missing (an interrupted run resumes); a recipe that needs what
+    this machine lacks (a second GPU, a corpus, memory) is skipped with the reason. Exit
+    0 when done, 1 when a recipe failed (the others' figures are still drawn), 2 on bad
+    input, 3 when the budget ran out with points left (run it again to go on)."""
+    from bench import reproduce as plans
+
+    profile = profile or ("quick" if gpu_available() else "cpu")
+    parse_choices(profile, list(PROFILES), "profile")
+    backend = PROFILES[profile][0]
+    seconds = plans.parse_duration(budget) if budget is not None else None
+    if backend == "gpu" and not dry_run and not gpu_available():
+        raise BenchError(f"profile {profile} runs on a GPU and none was found (CuPy missing or it sees no CUDA "
+                         "device); --profile cpu runs on the CPU, --dry-run shows the plan")
+    machine = plans.this_machine(backend)
+    jobs = plans.build(plans.select(targets or []), profile, results_dir, machine)
+    source = estimate_from or machine.slug
+    estimator = plans.Estimator(results_dir / source if source and (results_dir / source).is_dir() else None)
+    lines, expected, unknown = plans.describe(jobs, estimator, machine, profile)
+    pending = sum(len(job.todo) for job in jobs if not job.skip)
+    recipes = len({job.label for job in jobs})
+    where = machine.slug or "a GPU (none here)"
+    err.print(f"bench reproduce --profile {profile} on {where}: {recipes} recipes, {len(jobs)} sweeps")
+    for line in lines:
+        err.print(line, markup=False)
+    estimate = (f"expected {plans._minutes(expected)} of measuring" + (f", plus {unknown} points with no earlier "
+                "measurement" if unknown else "") + f" (from {results_dir / source})") if estimator.directory else \
+        f"no estimate (no results of {source or 'this machine type'} under {results_dir})"
+    out.print(f"{pending} points to measure; {estimate}")
+    if dry_run:
+        return
+    clock = plans.Budget(seconds, estimator)
+    first = next(((job, point, done) for job in jobs if not job.skip for point, done in job.todo), None)
+    if seconds is not None and first is not None:
+        need = clock.expected(*first)
+        if need is not None and need > clock.left():
+            raise BenchError(f"--budget {budget} is too short for any point: the first ({first[0].label}) is "
+                             f"expected to take {plans._minutes(need)}")
+    failures, stops = plans.run(jobs, clock, echo=err.print)
+    written = _draw(results_dir, figures_dir, [machine.slug])
+    out.print(f"{sum(p.suffix == '.png' for p in written)} figures in {figures_dir / machine.slug}; report "
+              f"{results_dir / machine.slug / 'REPORT.md'}")
+    for line in failures:
+        err.print(f"[red]failed[/]: {line}")
+    if stops:
+        left = sum(len(harness.pending(job.plan, job.settings)) for job in jobs if job.plan and not job.skip)
+        err.print(f"[yellow]stopped by the budget[/]: {stops[0]}; {left} points left: run the same command "
+                  "again to go on")
+        raise typer.Exit(3)
+    raise typer.Exit(1 if failures else 0)
 
 
 @app.command()

@@ -21,8 +21,10 @@ from bench.results import key_columns, latest_code, load, read_csv, read_sidecar
 CAPTION_FONTSIZE = 6
 
 
-def render_all(results_root: Path, figures_root: Path, suites: list, warn=print) -> list[Path]:
-    """Render every suite's figures for every results_root/<machine>/<suite>.csv.
+def render_all(results_root: Path, figures_root: Path, suites: list, warn=print,
+               machines: list[str] | None = None) -> list[Path]:
+    """Render every suite's figures for every results_root/<machine>/<suite>.csv (of the
+    named machines only, where given).
 
     Each suite sees, for each point and variant, the runs of the latest code version
     (results.latest_code), so figures never pool new code with old measurements. A
@@ -30,6 +32,8 @@ def render_all(results_root: Path, figures_root: Path, suites: list, warn=print)
     """
     written = []
     for machine_dir in sorted(p for p in Path(results_root).iterdir() if p.is_dir()):
+        if machines is not None and machine_dir.name not in machines:
+            continue
         for suite in suites:
             csv_path = machine_dir / f"{suite.name}.csv"
             if not csv_path.exists():

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from bench import envinfo, results
+from bench.backend import compiled_kernels
 from bench.errors import BenchError
 from bench.suite import Suite
 from bench.timing import RunContext, calibrate, warm_calibration
@@ -252,8 +253,49 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
 
 
-def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
-    """Measure every point not yet measured with this code and settings; return an exit status."""
+class Stop(Exception):
+    """Stop a sweep cleanly before its next point (bench reproduce's budget): finished
+    points are kept, the sidecar says "stopped", and the exception goes on to the caller."""
+
+
+def settings_for(plan: Plan, out_dir: Path, repeats=None, warmup=None, max_noise=None, budget=None,
+                 max_repeats=None, flush_l2: bool = False, fresh: bool = False) -> Settings:
+    """The suite's defaults on the plan's backend, with what is given (not None) instead."""
+    defaults = plan.suite.defaults(plan.backend)
+    if flush_l2 and plan.backend != "gpu":
+        raise BenchError("--flush-l2 flushes the GPU's L2: it needs --backend gpu")
+    repeats = defaults.repeats if repeats is None else repeats
+    return Settings(
+        repeats=repeats, warmup=defaults.warmup if warmup is None else warmup, out_dir=out_dir, fresh=fresh,
+        max_noise=defaults.max_noise if max_noise is None else (max_noise or None),
+        budget_s=defaults.budget_s if budget is None else budget,
+        max_repeats=max(repeats, defaults.max_repeats if max_repeats is None else max_repeats), flush_l2=flush_l2)
+
+
+def pending(plan: Plan, settings: Settings) -> list[tuple[dict, int]]:
+    """(point, repeats already measured) of every point that still lacks repeats with this
+    code and warm-up in the output directory."""
+    schema = results.schema_for(plan.suite)
+    code = envinfo.code_version(plan.suite.sources)
+    csv_path = settings.out_dir / f"{plan.suite.name}.csv"
+    index = {} if settings.fresh else results.measured_repeats(csv_path, schema, code, settings.warmup)
+    todo = [(point, results.repeats_done(index, point, [name for name, _ in plan.variants_at(point)]))
+            for point in plan.points]
+    return [(point, done) for point, done in todo if done < settings.repeats]
+
+
+def _progress_bar() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("ETA"), TimeRemainingColumn(), console=console)
+
+
+def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progress=None, before_point=None,
+          label: str = "") -> int:
+    """Measure every point not yet measured with this code and settings; return an exit status.
+
+    progress: (a rich Progress, its task) to advance instead of a bar of the sweep's own
+    (bench reproduce shows one over its whole plan); before_point(point, points left) may
+    raise Stop; label goes before each point's description."""
     suite = plan.suite
     schema = results.schema_for(suite)
     csv_path = settings.out_dir / f"{suite.name}.csv"
@@ -270,13 +312,12 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
     run_id = new_run_id()
 
     suite.check(plan.points)
-    index = {} if settings.fresh else results.measured_repeats(csv_path, schema, code, settings.warmup)
-    todo = [(point, results.repeats_done(index, point, [name for name, _ in plan.variants_at(point)]))
-            for point in plan.points]
-    todo = [(point, done) for point, done in todo if done < settings.repeats]
+    todo = pending(plan, settings)
     if len(todo) < len(plan.points):
         console.print(f"resuming: {len(plan.points) - len(todo)} of {len(plan.points)} points already have "
                       f"{settings.repeats} repeats in {csv_path} (same code, warm-up; --fresh re-measures them)")
+    if not todo:
+        return 0
     monitor = _gpu_monitor(plan.backend)
     info = {**env, "suite": suite.name, "code_version": code, "backend": plan.backend, "machine": machine,
             "variants": dict(plan.variants), "skipped_variants": plan.skipped_variants,
@@ -291,26 +332,30 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
     done = 0
     started = last_note = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    columns_ui = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     status = {"status": "complete"}
+    own_bar = _progress_bar() if progress is None else None
     try:
-        with Progress(*columns_ui, console=console) as progress:
-            task = progress.add_task("starting", total=len(todo))
+        with own_bar or nullcontext():
+            bar, task = (own_bar, own_bar.add_task("starting", total=len(todo))) if own_bar else progress
             for point, first in todo:
-                progress.update(task, description=describe(point))
+                if before_point:
+                    before_point(point, len(todo) - done)
+                bar.update(task, description=label + describe(point))
                 rows, series = measure_point(plan, point, settings, first, settings.repeats - first)
                 stamp = {"warmup": settings.warmup, "group": uuid.uuid4().hex[:12], "run_id": run_id,
                          "code_version": code, "timestamp": now(), "machine": machine}
                 results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
                 results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
                 done += 1
-                progress.advance(task)
+                bar.advance(task)
                 if not console.is_terminal and (time.monotonic() - last_note > 30 or done == len(todo)):
                     # No live bar in a log: a line every 30 s instead.
                     last_note = time.monotonic()
                     eta = (last_note - started) / done * (len(todo) - done)
-                    console.print(f"[{done}/{len(todo)}] {describe(point)}; ETA {eta:.0f} s")
+                    console.print(f"[{done}/{len(todo)}] {label}{describe(point)}; ETA {eta:.0f} s")
+    except Stop:
+        status = {"status": "stopped"}
+        raise
     except KeyboardInterrupt:
         status = {"status": "interrupted"}
         console.print(f"[yellow]interrupted[/]: {done} of {len(todo)} points measured and kept in {csv_path}; "
@@ -327,7 +372,9 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+        kernels = compiled_kernels() if plan.backend == "gpu" else {}
         results.update_sidecar(sidecar, run_id, {**status, "points_done": done, "finished": now(),
-                                                 "peak_host_memory_gib": peak_host_memory_gib()})
+                                                 "peak_host_memory_gib": peak_host_memory_gib(),
+                                                 **({"kernels": kernels} if kernels else {})})
     console.print(f"{done} points measured; results in {csv_path}")
     return 0

@@ -127,6 +127,10 @@ class Suite:
     sources: tuple[str, ...] = ()  # paths under the repository, hashed into code_version (required)
     default_variants: tuple[str, ...] = ()  # () = all
     verify_axes: tuple[Axis, ...] = ()
+    paper: str = ""  # the paper it re-measures: title, authors, venue
+    recipes: tuple = ()  # bench.recipes.Recipe: the paper's figures and tables, and how to reproduce them
+    claims: tuple = ()  # bench.recipes.Claim: the paper's statements beside ours
+    sanitizer_kernels: str = ""  # compute-sanitizer checks kernels whose names contain this ("": every kernel)
 
     def defaults(self, backend: str) -> Defaults:
         return Defaults()
@@ -176,7 +180,19 @@ class Suite:
         """Figures beyond the declared plots (the paper's own); [] by default."""
         return []
 
+    def kernel_builds(self) -> list[tuple]:
+        """(source, NVRTC options) of every CUDA file of the suite, as its GPU code compiles
+        it: `bench list SUITE --kernels` lists the kernels of each."""
+        return []
+
     # Derived from the declarations.
+    def recipe(self, name: str):
+        for recipe in self.recipes:
+            if recipe.name == name:
+                return recipe
+        raise BenchError(f"unknown recipe {name!r} of suite {self.name}; known: "
+                         f"{', '.join(r.name for r in self.recipes) or 'none'}")
+
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
             if variant.name == name:

@@ -3,7 +3,7 @@
 Every Corpus returned here has its documents sorted longest first.
 """
 
-from .catalogue import catalogue, fetch, load_corpus
+from .catalogue import catalogue, fetch, load_corpus, locate
 from .formats import read_ldac, read_uci, write_uci
 from .model import Corpus, CorpusError, HeldOut
 from .select import cached_corpus, is_synthetic, parse_datasets
@@ -18,6 +18,7 @@ __all__ = [
     "fetch",
     "is_synthetic",
     "load_corpus",
+    "locate",
     "parse_datasets",
     "read_ldac",
     "read_uci",

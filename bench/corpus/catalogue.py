@@ -77,6 +77,14 @@ def fetch(name: str) -> Path:
     return CACHE_DIR
 
 
+def locate(name: str) -> Path | None:
+    """The directory holding a real corpus' files here (cache or BENCH_DATA_PATH), or None;
+    nothing is downloaded or hashed."""
+    item = entry(name, "uci")
+    return next((d for d in search_path() if all((d / item[role]).is_file() for role in ("docword", "vocab"))),
+                None)
+
+
 def search_path() -> list[Path]:
     extra = [Path(p) for p in os.environ.get("BENCH_DATA_PATH", "").split(os.pathsep) if p]
     return [CACHE_DIR, *extra, SHARED_UCI_DIR]

@@ -1,0 +1,185 @@
+"""REPORT.md of a machine's results: written from the CSVs and sidecars alone.
+
+Per suite: the paper, the recipes with their figures (linked) and tables (the markdown
+files `bench figures` writes beside them), every claim with ours computed from the
+results and its verdict, the cause of each difference, and the runs the numbers come
+from. Nothing in it is typed by hand and nothing depends on when it is written: the
+same results give the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+
+from bench.errors import BenchError
+from bench.results import latest_code, load, read_csv, schema_for
+
+REPORT = "REPORT.md"
+
+
+class Results:
+    """One machine's results directory, each suite's file read once: the rows of the newest
+    code of each point and variant (results.latest_code), as figures see them."""
+
+    def __init__(self, directory: Path, suites: dict):
+        self.directory = Path(directory)
+        self.suites = suites  # name -> Suite
+
+    @cache
+    def _load(self, suite: str):
+        path = self.directory / f"{suite}.csv"
+        if not path.exists() or suite not in self.suites:
+            return pd.DataFrame(), {}, {"runs": {}}
+        df, schema, sidecar = load(path, suite, lambda name: schema_for(self.suites[name]))
+        return latest_code(df, schema), schema, sidecar
+
+    def frame(self, suite: str) -> pd.DataFrame:
+        """The suite's rows (empty where there are none)."""
+        return self._load(suite)[0]
+
+    def runs(self, suite: str) -> dict:
+        """The suite's sidecar runs: run_id -> what was recorded."""
+        return self._load(suite)[2].get("runs", {})
+
+    @cache
+    def series(self, suite: str) -> pd.DataFrame:
+        path = self.directory / f"{suite}-series.csv"
+        if not path.exists():
+            return pd.DataFrame()
+        return latest_code(read_csv(path), self._load(suite)[1])
+
+    @cache
+    def profile(self, suite: str) -> pd.DataFrame:
+        """The newest code's `bench profile` rows (bench.figures.latest_profile), or empty."""
+        from bench.figures import latest_profile
+
+        path = self.directory / f"{suite}-profile.csv"
+        return latest_profile(path).rows if path.exists() else pd.DataFrame()
+
+
+def _distinct(values) -> str:
+    return " / ".join(sorted({str(v) for v in values if v not in (None, "")})) or "-"
+
+
+def _machine_section(results: Results, names: list[str]) -> list[str]:
+    runs = [run for name in names for run in results.runs(name).values()]
+    if not runs:
+        return []
+    versions = sorted({k for run in runs for k, v in (run.get("versions") or {}).items() if v})
+    rows = [("CPU", _distinct(f"{r.get('cpu_model')}, {r.get('cpu_count')} CPUs" for r in runs)),
+            ("GPU", _distinct(f"{r.get('gpu_name')} x {r.get('gpu_count')}" for r in runs if r.get("gpu_name"))),
+            ("NVIDIA driver", _distinct(r.get("driver_version") for r in runs)),
+            ("CUDA runtime", _distinct(r.get("cuda_runtime") for r in runs)),
+            ("OS", _distinct(r.get("os") for r in runs)),
+            ("Python", _distinct(r.get("python") for r in runs)),
+            *((name, _distinct((r.get("versions") or {}).get(name) for r in runs)) for name in versions)]
+    return ["## Machine and software", "", "Every value seen in the runs below (several where runs differ).", "",
+            "| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows), ""]
+
+
+def _files(figures_dir: Path, stems: tuple[str, ...]) -> list[Path]:
+    if not figures_dir.is_dir():
+        return []
+    return sorted(p for p in figures_dir.iterdir()
+                  if p.suffix in (".png", ".md") and any(p.name.startswith(stem) for stem in stems))
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _claims(suite, results: Results) -> tuple[list[str], list[str]]:
+    """The claims table and the causes of the differences."""
+    rows, causes = [], []
+    for claim in suite.claims:
+        try:
+            measured = claim.ours(results)
+        except Exception as error:  # a claim's function failing must not lose the rest of the report
+            detail = traceback.format_exception_only(error)[-1].strip()
+            rows.append(f"| {claim.id} | {_cell(claim.paper)} | cannot compute ({_cell(detail)}) | error |")
+            continue
+        if measured is None:
+            ours, verdict = "not measured here", "not measured here"
+        else:
+            ours, verdict = measured.text, "holds" if claim.holds(measured.value) else "**differs**"
+            if verdict != "holds" and claim.why:
+                causes.append(f"- **{claim.id}**: {' '.join(claim.why.split())}")
+        rows.append(f"| {claim.id} | {_cell(claim.paper)} | {_cell(ours)} | {verdict} ({_cell(claim.rule)}) |")
+    if not rows:
+        return [], []
+    table = ["| claim | paper | ours | verdict (rule) |", "| --- | --- | --- | --- |", *rows]
+    return table, causes
+
+
+def _runs(results: Results, name: str) -> list[str]:
+    df = results.frame(name)
+    if df.empty:
+        return []
+    counts = df.groupby("run_id").size()
+    runs = results.runs(name)
+    lines = ["| run | measured | code | rows | status | command |", "| --- | --- | --- | ---: | --- | --- |"]
+    for run_id, n in counts.sort_index().items():
+        info = runs.get(run_id, {})
+        rows = df[df["run_id"] == run_id]
+        lines.append(f"| {run_id} | {str(rows['timestamp'].min())[:10]} | {_distinct(rows['code_version'])} | {n} "
+                     f"| {info.get('status', '?')} | `{_cell(info.get('command', '?'))}` |")
+    return lines
+
+
+def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
+    """The report of one machine's results directory, as text."""
+    results = Results(results_dir, {s.name: s for s in suites})
+    link_root = Path(os.path.relpath(figures_dir, results_dir))
+    lines = [f"# Results on {Path(results_dir).name}", "",
+             "Written by `bench report` from the results in this folder (do not edit: it is written again "
+             "at the end of `bench reproduce` and `bench figures`). Timings are compared only within one run "
+             "on one machine.", ""]
+    lines += _machine_section(results, [s.name for s in suites])
+    for suite in suites:
+        present = not results.frame(suite.name).empty
+        if not (present or suite.claims or suite.recipes):
+            continue
+        lines += [f"## {suite.name}", "", suite.description + ".", ""]
+        if suite.paper:
+            lines += [f"Paper: {suite.paper}.", ""]
+        if not present:
+            lines += ["No results of this suite here.", ""]
+        for recipe in suite.recipes:
+            files = _files(figures_dir, recipe.figures)
+            lines += [f"### {recipe.name}: {recipe.reproduces}", ""]
+            if recipe.note:
+                lines += [" ".join(recipe.note.split()), ""]
+            images = [p for p in files if p.suffix == ".png"]
+            lines += [f"![{p.stem}]({(link_root / p.name).as_posix()})" for p in images]
+            lines += [""] if images else []
+            for table in (p for p in files if p.suffix == ".md"):
+                lines += [f"`{table.name}`:", "", table.read_text().strip(), ""]
+            if not files:
+                lines += ["No figures here (`bench reproduce " + f"{suite.name}:{recipe.name}` draws them).", ""]
+        table, causes = _claims(suite, results)
+        if table:
+            lines += ["### The paper's claims beside ours", "", *table, ""]
+        if causes:
+            lines += ["Why they differ:", "", *causes, ""]
+        runs = _runs(results, suite.name)
+        if runs:
+            lines += ["### Runs", "", *runs, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write(results_dir: Path, figures_dir: Path, suites: list) -> Path:
+    """results_dir/REPORT.md, written whole (a reader never sees half a report)."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise BenchError(f"{results_dir}: no such results directory")
+    text = render(results_dir, Path(figures_dir), suites)
+    path = results_dir / REPORT
+    tmp = path.with_name(f".{REPORT}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
