@@ -24,9 +24,34 @@ from bench.suite import DEFAULT_SUITE, all_suites, get_suite, suite_names
 RESULTS = Path(os.environ.get("BENCH_RESULTS", "results"))
 FIGURES = Path(os.environ.get("BENCH_FIGURES", "figures"))
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+
+
+class _Plain:
+    """Help as it is typed: `--help` with no `<bool>` beside it, and a required argument as
+    NEW, not {NEW} (newer typer writes both)."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    def collect_usage_pieces(self, ctx):
+        return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+                for piece in super().collect_usage_pieces(ctx)]
+
+
+class Command(_Plain, typer.core.TyperCommand):
+    pass
+
+
+class Group(_Plain, typer.core.TyperGroup):
+    pass
+
+
+app = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Re-measure GPU papers on sampling from discrete distributions and topic models.")
-data_app = typer.Typer(no_args_is_help=True, help="Corpora: list, info, fetch, synth.")
+data_app = typer.Typer(cls=Group, no_args_is_help=True, help="Corpora: list, info, fetch, synth.")
 app.add_typer(data_app, name="data")
 # Wide when writing to a log or pipe, so tables are not squeezed to 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -35,6 +60,7 @@ err = Console(stderr=True, soft_wrap=True, highlight=False)
 AXES_HELP = ("[SUITE] (default lda), then axes as -a NAME=SPEC or --NAME SPEC (e.g. --k 4..1024); "
              "`bench list SUITE` shows them")
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+AXES_USAGE = "[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]"
 BackendOpt = typer.Option("auto", "--backend", help="auto (GPU when CuPy sees one) | cpu | gpu.")
 AxisOpt = typer.Option([], "-a", "--axis", metavar="NAME=SPEC",
                        help="An axis' values, repeatable: 4..1024, 16..4096:*2, 2^3..2^14, a,b.")
@@ -93,19 +119,18 @@ def _plan(extra, axis, variant, backend, **kwargs):
     return harness.plan(suite, given, backend, variants, **kwargs)
 
 
-def _settings(plan, repeats, warmup, max_noise, budget, max_repeats, flush_l2, out_dir, fresh):
-    defaults = plan.suite.defaults(plan.backend)
-    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
-        raise BenchError(f"--out {out_dir}: not a directory")
-    if flush_l2 and plan.backend != "gpu":
-        raise BenchError("--flush-l2 flushes the GPU's L2: it needs --backend gpu")
-    repeats = defaults.repeats if repeats is None else repeats
-    return harness.Settings(
-        repeats=repeats, warmup=defaults.warmup if warmup is None else warmup,
-        out_dir=out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), plan.backend),
-        fresh=fresh, max_noise=defaults.max_noise if max_noise is None else (max_noise or None),
-        budget_s=defaults.budget_s if budget is None else budget,
-        max_repeats=max(repeats, defaults.max_repeats if max_repeats is None else max_repeats), flush_l2=flush_l2)
+def _out_dir(out_dir: Path | None, backend: str) -> Path:
+    """--out, or results/<machine>/: BenchError where it cannot be written."""
+    directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), backend)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise BenchError(f"--out {directory}: cannot create it ({error.strerror})") from None
+    if not directory.is_dir():
+        raise BenchError(f"--out {directory}: not a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise BenchError(f"--out {directory}: not writable")
+    return directory
 
 
 def _constant(points: list[dict]) -> str:
@@ -113,7 +138,7 @@ def _constant(points: list[dict]) -> str:
                     if key not in ("suite", "backend") and all(p[key] == value for p in points))
 
 
-@app.command(context_settings=EXTRA, options_metavar="[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]")
+@app.command(cls=Command, context_settings=EXTRA, options_metavar=AXES_USAGE)
 def sweep(
     ctx: typer.Context,
     axis: list[str] = AxisOpt,
@@ -126,21 +151,25 @@ def sweep(
     max_noise: Optional[float] = typer.Option(None, "--max-noise", help="Repeat a point until the relative "
                                               "standard error of every variant's mean is below this (0 = off).",
                                               show_default="the suite's"),
-    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds a point may take under --max-noise.",
-                                           show_default="the suite's"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds a point may take under --max-noise.",
+                                            show_default="the suite's"),
     max_repeats: Optional[int] = typer.Option(None, "--max-repeats", help="Cap on repeats under --max-noise.",
                                               show_default="the suite's"),
-    flush_l2: bool = typer.Option(False, "--flush-l2", help="Evict the GPU's L2 before every timed GPU run."),
+    flush_l2: bool = typer.Option(False, "--flush-l2", metavar="", help="Evict the GPU's L2 before every timed "
+                                  "GPU run."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for <suite>.csv.",
                                            show_default="results/<machine>"),
-    fresh: bool = typer.Option(False, "--fresh", help="Re-measure points already measured."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the points and their count; measure nothing."),
+    fresh: bool = typer.Option(False, "--fresh", metavar="", help="Re-measure points already measured."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="Print the points and their count; measure "
+                                 "nothing."),
 ):
     """Measure a sweep of a suite: every combination of its axes, all variants interleaved.
-    Resumes where an earlier run of the same sweep stopped; a rerun with more
-    repeats adds the missing ones."""
+
+    Resumes where an earlier run of the same sweep stopped; a rerun with more repeats
+    adds the missing ones."""
     plan = _plan(ctx.args, axis, variant, backend)
-    settings = _settings(plan, repeats, warmup, max_noise, budget, max_repeats, flush_l2, out_dir, fresh)
+    settings = harness.settings_for(plan, Path("."), repeats, warmup, max_noise, timeout, max_repeats, flush_l2,
+                                    fresh)
     names = ", ".join(f"{name} ({device})" for name, device in plan.variants)
     err.print(f"{plan.suite.name}: {len(plan.points)} points x {len(plan.variants)} variants ({names}) x "
               f"{settings.repeats} repeats on {plan.backend}; {_constant(plan.points)}")
@@ -154,14 +183,16 @@ def sweep(
         out.print(f"{len(plan.points)} points, {plan.pairs()} (point, variant) pairs; "
                   "nothing measured (--dry-run)")
         return
+    settings.out_dir = _out_dir(out_dir, plan.backend)
     raise typer.Exit(harness.sweep(plan, settings))
 
 
-@app.command(context_settings=EXTRA, options_metavar="[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]")
+@app.command(cls=Command, context_settings=EXTRA, options_metavar=AXES_USAGE)
 def run(ctx: typer.Context, axis: list[str] = AxisOpt, variant: Optional[str] = VariantOpt,
         backend: str = BackendOpt):
-    """Measure one point once (after a warm-up) and show where the time goes. Axes
-    not given take the first value of their default."""
+    """Measure one point once (after a warm-up) and show where the time goes.
+
+    Axes not given take the first value of their default."""
     plan = _plan(ctx.args, axis, variant, backend, first_only=True)
     if len(plan.points) != 1:
         raise BenchError(f"bench run measures one point; these axes give {len(plan.points)}: give single values")
@@ -187,17 +218,28 @@ def run(ctx: typer.Context, axis: list[str] = AxisOpt, variant: Optional[str] = 
                                                     if v is not None))
 
 
-@app.command(context_settings=EXTRA, options_metavar="[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]")
+@app.command(cls=Command, context_settings=EXTRA, options_metavar=AXES_USAGE)
 def verify(
     ctx: typer.Context,
     axis: list[str] = AxisOpt,
     variant: Optional[str] = typer.Option(None, "--variant", help="Comma list of variants.", show_default="all"),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the fresh inputs.", show_default="fresh"),
     backend: str = BackendOpt,
+    sanitizer: Optional[str] = typer.Option(None, "--sanitizer", metavar="memcheck|racecheck|synccheck|initcheck",
+                                            help="Run the verification under compute-sanitizer with this tool and "
+                                                 "report its errors by kernel (exit 1 on any).", show_default="none"),
 ):
-    """Check every variant against the suite's reference answer on fresh inputs
-    (exactly where the suite makes exactness possible), at every point of the
-    suite's verification axes."""
+    """Check every variant against the suite's reference answer on fresh inputs.
+
+    Exact where the suite makes exactness possible, at every point of the suite's
+    verification axes. Exit 1 on a failed check (or a sanitizer error)."""
+    if sanitizer is not None:
+        from bench import sanitize
+
+        name, _ = _suite_and_axes(ctx.args, axis)
+        command = ["verify", *ctx.args, *(f"--axis={a}" for a in axis), "--backend", backend,
+                   *(["--variant", variant] if variant else []), *(["--seed", str(seed)] if seed is not None else [])]
+        raise typer.Exit(sanitize.run(get_suite(name), sanitizer, command, echo=out.print))
     name, _ = _suite_and_axes(ctx.args, axis)
     all_variants = ",".join(v.name for v in get_suite(name).variants)
     plan = _plan(ctx.args, axis, variant or all_variants, backend, verification=True)
@@ -235,13 +277,13 @@ def verify(
 VERIFY_ROWS = 300  # beyond this many checks bench verify lists only the failures
 
 
-@app.command(context_settings=EXTRA, options_metavar="[SUITE] [-a NAME=SPEC | --NAME SPEC]... [OPTIONS]")
+@app.command(cls=Command, context_settings=EXTRA, options_metavar=AXES_USAGE)
 def profile(
     ctx: typer.Context,
     axis: list[str] = AxisOpt,
     variant: Optional[str] = VariantOpt,
-    metrics: str = typer.Option("all", "--metrics", help="Comma list of metric sets: time, occupancy, memory, "
-                                "local, global, issue, flops, stalls; or all."),
+    metric: str = typer.Option("all", "--metric", help="Comma list of metric sets: time, occupancy, memory, "
+                               "local, global, issue, flops, stalls; or all."),
     kernels: str = typer.Option(".", "--kernels", help="Regular expression (no ':') of the kernel names to "
                                 "profile; the default takes every kernel, the libraries' and the harness's too."),
     invocation: int = typer.Option(2, "--invocation", help="Which launch of each kernel to profile (2: the one "
@@ -249,21 +291,20 @@ def profile(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Directory for <suite>-profile.csv.",
                                            show_default="results/<machine>/"),
 ):
-    """Profile every point and variant under Nsight Compute (ncu): one launch of each
-    kernel, its counters as tidy rows in <suite>-profile.csv."""
+    """Profile every point and variant under Nsight Compute (ncu).
+
+    One launch of each kernel, its counters as tidy rows in <suite>-profile.csv."""
     from bench import profile as profiler
 
     ncu = profiler.ncu_executable()  # before anything else: without ncu there is nothing to do
-    chosen = profiler.metrics_of(list(profiler.METRIC_SETS) if metrics == "all" else metrics.split(","))
+    chosen = profiler.metrics_of(list(profiler.METRIC_SETS) if metric == "all" else metric.split(","))
     if ":" in kernels or not kernels:
         raise BenchError(f"--kernels {kernels!r}: a non-empty regular expression without ':' (ncu's separator)")
     if invocation < 1:
         raise BenchError(f"--invocation must be >= 1, got {invocation}")
-    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
-        raise BenchError(f"--out {out_dir}: not a directory")
     plan = _plan(ctx.args, axis, variant, "gpu")
     plan.suite.check(plan.points)
-    directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), "gpu")
+    directory = _out_dir(out_dir, "gpu")
     path = profiler.profile(plan, ncu, chosen, kernels, invocation, directory, echo=err.print)
     out.print(f"counters in {path}")
 
@@ -294,7 +335,7 @@ def _draw(results_dir: Path, figures_dir: Path, machines: list[str] | None = Non
     return written
 
 
-@app.command()
+@app.command(cls=Command)
 def figures(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
     """Draw every figure whose results exist, and write each machine's REPORT.md."""
     written = _draw(results_dir, figures_dir)
@@ -304,7 +345,7 @@ def figures(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
         err.print(f"no figures: no results to draw under {results_dir} (run `bench reproduce` first)")
 
 
-@app.command()
+@app.command(cls=Command)
 def report(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
     """Write results/<machine>/REPORT.md from the results alone, for every machine.
 
@@ -316,7 +357,7 @@ def report(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
         out.print(str(reports.write(directory, figures_dir / directory.name, all_suites())))
 
 
-@app.command(options_metavar="[SUITE[:RECIPE]]... [OPTIONS]")
+@app.command(cls=Command, options_metavar="[SUITE[:RECIPE]]... [OPTIONS]")
 def reproduce(
     targets: Optional[list[str]] = typer.Argument(None, metavar="[SUITE[:RECIPE]]...", show_default=False,
                                                   help="Suites or single recipes.", ),
@@ -388,10 +429,11 @@ def reproduce(
     raise typer.Exit(1 if failures else 0)
 
 
-@app.command()
+@app.command(cls=Command)
 def check(
-    new: Path = typer.Argument(..., help="Result CSV (or results directory) to check."),
-    baseline: Path = typer.Option(..., "--baseline", help="Result CSV (or directory) to compare with."),
+    new: Path = typer.Argument(..., metavar="NEW", help="Result CSV (or results directory) to check."),
+    baseline: Path = typer.Option(..., "--baseline", metavar="BASE", help="Result CSV (or directory) to compare "
+                                  "with."),
     suite: Optional[str] = typer.Option(None, "--suite", help="Suite whose file to read in a directory.",
                                         show_default="the file's suite; lda in a directory"),
     threshold: float = typer.Option(0.10, "--threshold", help="Change of a ratio to the reference that counts."),
@@ -401,12 +443,13 @@ def check(
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the Mann-Whitney U test."),
     metric: Optional[str] = typer.Option(None, "--metric", help="Comma list of gated metrics to check.",
                                          show_default="every gated metric"),
-    allow_missing: bool = typer.Option(False, "--allow-missing",
+    allow_missing: bool = typer.Option(False, "--allow-missing", metavar="",
                                        help="Points or variants missing from NEW do not fail the check."),
     fmt: str = typer.Option("table", "--format", help="table | markdown | json."),
 ):
-    """Compare NEW with BASE metric by metric, each gated as the suite declares;
-    exit 1 when something regressed or is missing, 2 on bad input."""
+    """Compare NEW with BASE metric by metric, each gated as its suite declares.
+
+    Exit 0 when nothing regressed, 1 when something regressed or is missing, 2 on bad input."""
     from bench.check import compare, exit_code, render_json, render_markdown, render_table, summary
 
     parse_choices(fmt, ("table", "markdown", "json"), "format")
@@ -434,16 +477,23 @@ def check(
     raise typer.Exit(exit_code(result, allow_missing))
 
 
-@app.command("env")
+@app.command("env", cls=Command)
 def env_command():
     """Print what this machine and its software are (recorded with every result)."""
     out.print_json(json.dumps(envinfo.collect_env(sys.argv), default=str))
 
 
-@app.command("list")
-def list_command(suite: Optional[str] = typer.Argument(None, help="One suite, in detail.",
-                                                       show_default="every suite, briefly")):
-    """The suites; with SUITE its axes and defaults, variants, metrics, phases and plots."""
+@app.command("list", cls=Command)
+def list_command(suite: Optional[str] = typer.Argument(None, metavar="[SUITE]", help="One suite, in detail.",
+                                                       show_default="every suite, briefly"),
+                 kernels: bool = typer.Option(False, "--kernels", metavar="", help="SUITE's CUDA kernels compiled "
+                                              "for this GPU: registers, local memory (spills), shared memory.")):
+    """The suites; with SUITE its axes, variants, metrics, plots, recipes and claims."""
+    if kernels:
+        if suite is None:
+            raise BenchError("--kernels lists one suite's kernels: bench list SUITE --kernels")
+        _list_kernels(get_suite(suite))
+        return
     if suite is None:
         for chosen in all_suites():
             out.print(f"[bold]{chosen.name}[/]: {chosen.description}; variants: "
@@ -481,9 +531,34 @@ def list_command(suite: Optional[str] = typer.Argument(None, help="One suite, in
         out.print(f"defaults on {backend}: {d.repeats} repeats, {d.warmup} warm-up{noise}")
     if chosen.plots:
         out.print("plots: " + ", ".join(plot.stem for plot in chosen.plots))
+    for recipe in chosen.recipes:
+        out.print(f"recipe {chosen.name}:{recipe.name}: {recipe.reproduces}")
+    if chosen.claims:
+        out.print("claims: " + ", ".join(claim.id for claim in chosen.claims) + " (bench report)")
 
 
-@data_app.command("list")
+def _list_kernels(suite) -> None:
+    from bench.backend import kernel_table
+
+    if not gpu_available():
+        raise BenchError("--kernels compiles the suite's kernels for this GPU: no GPU found (CuPy missing or it sees "
+                         "no CUDA device)")
+    builds = suite.kernel_builds()
+    if not builds:
+        out.print(f"suite {suite.name} has no CUDA kernels of its own")
+        return
+    table = Table(title=f"{suite.name}: kernels compiled for this GPU")
+    for column in ("kernel", "source", "options", "registers", "local bytes (spills, local arrays)",
+                   "static shared bytes", "max threads per block"):
+        table.add_column(column, justify="right" if column[0].islower() and " " in column else "left")
+    for source, options in builds:
+        for row in kernel_table(source, tuple(options)):
+            table.add_row(row["kernel"], source.name, " ".join(options), str(row["registers"]),
+                          str(row["local_bytes"]), str(row["shared_bytes"]), str(row["max_threads"]))
+    out.print(table)
+
+
+@data_app.command("list", cls=Command)
 def data_list():
     """The catalogue of corpora."""
     from bench.corpus import catalogue
@@ -499,11 +574,13 @@ def data_list():
     out.print(table)
 
 
-@data_app.command("info")
+@data_app.command("info", cls=Command)
 def data_info(
-    name: str = typer.Argument(..., help="Catalogue name or path to a docword/.ldac file or directory."),
-    scale: float = typer.Option(1.0, "--scale"),
-    seed: int = typer.Option(0, "--seed"),
+    name: str = typer.Argument(..., metavar="NAME|PATH", help="Catalogue name or path to a docword/.ldac file "
+                               "or directory."),
+    scale: float = typer.Option(1.0, "--scale", help="Fraction of a synthetic corpus' size (documents, vocabulary, "
+                                "tokens)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of a synthetic corpus (added to its catalogue seed)."),
 ):
     """Load and validate a corpus, then print its statistics."""
     from bench.corpus import load_corpus
@@ -517,20 +594,21 @@ def data_info(
     out.print(table)
 
 
-@data_app.command("fetch")
-def data_fetch(name: str = typer.Argument(...)):
+@data_app.command("fetch", cls=Command)
+def data_fetch(name: str = typer.Argument(..., metavar="NAME", help="A real corpus of the catalogue.")):
     """Download a real corpus into the cache, verifying its checksum."""
     from bench.corpus import fetch
 
     out.print(str(fetch(name)))
 
 
-@data_app.command("synth")
+@data_app.command("synth", cls=Command)
 def data_synth(
-    name: str = typer.Argument(..., help="Synthetic corpus name (see `bench data list`)."),
+    name: str = typer.Argument(..., metavar="NAME", help="Synthetic corpus name (see `bench data list`)."),
     out_dir: Path = typer.Option(Path("."), "--out", help="Directory for docword/vocab files."),
-    scale: float = typer.Option(1.0, "--scale"),
-    seed: int = typer.Option(0, "--seed"),
+    scale: float = typer.Option(1.0, "--scale", help="Fraction of the corpus' size (documents, vocabulary, "
+                                "tokens)."),
+    seed: int = typer.Option(0, "--seed", help="Seed (added to the catalogue's)."),
 ):
     """Generate a synthetic corpus and write it in UCI format."""
     from bench.corpus import synthesize, write_uci
@@ -555,7 +633,10 @@ def main():
     except Exception as error:
         if not hasattr(error, "format_message"):  # a bug: show its traceback
             raise
-        # A usage error of click (vendored by newer typer): bad option, missing argument.
-        err.print(f"[red]error:[/] {' '.join(error.format_message().split())}")
+        # A usage error of click (vendored by newer typer): bad option, missing argument. With no
+        # arguments the help was printed and the message is empty.
+        message = " ".join(error.format_message().split())
+        if message:
+            err.print(f"[red]error:[/] {message}")
         sys.exit(2)
     sys.exit(status if isinstance(status, int) else 0)

@@ -60,7 +60,8 @@ def select(targets: list[str]) -> list[tuple[Suite, Recipe]]:
                              f"recipes); suites with recipes: {', '.join(owners)}")
         else:
             chosen += [(suite, r) for r in suite.recipes]
-    return list(dict.fromkeys(chosen))
+    unique = {(suite.name, recipe.name): (suite, recipe) for suite, recipe in chosen}
+    return list(unique.values())
 
 
 @dataclass

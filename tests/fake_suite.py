@@ -5,10 +5,37 @@ is missing and a GPU-only variant. Registered in tests with BENCH_SUITES=fake=fa
 
 import numpy as np
 
+from bench.recipes import Claim, Measured, Recipe, Sweep, size
 from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 
 ITERATIONS = 3
+UNLUCKY = 13  # a size whose workload fails: a recipe that fails beside one that does not
+
+
+def _twice_over_plain(results):
+    """Ours for claim F1: the median time of `twice` over `plain`."""
+    df = results.frame("fake")
+    if df.empty or not {"plain", "twice"} <= set(df["variant"]):
+        return None
+    ratio = df[df["variant"] == "twice"]["seconds"].median() / df[df["variant"] == "plain"]["seconds"].median()
+    return Measured(ratio, f"twice takes {ratio:.2f}x plain's time")
+
+
+RECIPES = (
+    Recipe("fig1", "Figure 1: time against n", figures=("fake-time-vs-n",), sweeps=(
+        Sweep("fake", {"method": "vector"}, variants=("plain", "twice"), cpu=size(n="64,128", repeats=2),
+              quick=size(n="2^6..2^10"), paper=size(n="2^6..2^16", repeats=5)),
+        Sweep("fake", {"method": "loop"}, cpu=size(n="64"), paper=size(n="64,128")),
+    )),
+    Recipe("unlucky", "Figure 2: a size that fails", sweeps=(Sweep("fake", cpu=size(n=UNLUCKY, method="vector")),)),
+)
+CLAIMS = (
+    Claim("F1", "twice does the work twice: 2x slower", _twice_over_plain, holds=lambda ratio: ratio > 1.5,
+          rule="twice/plain > 1.5", why="the loop body is repeated", recipe="fig1"),
+    Claim("F2", "plain is 10x faster than itself", lambda results: None, holds=lambda value: False,
+          rule="never", recipe="fig1"),
+)
 
 
 class FakeSuite(Suite):
@@ -35,6 +62,9 @@ class FakeSuite(Suite):
     plots = (Plot("fake-time-vs-n", "time against n", x="n", panel="method", logx=True),
              Plot("fake-convergence", "objective against time", x="wall_s", y="objective", series=True))
     sources = ("tests/fake_suite.py",)
+    paper = "A Fake Paper, A. Author, Proceedings of Tests 2026"
+    recipes = RECIPES
+    claims = CLAIMS
 
     def defaults(self, backend):
         return Defaults(repeats=2, warmup=1)
@@ -45,6 +75,8 @@ class FakeSuite(Suite):
         return None
 
     def prepare(self, point):
+        if point["n"] == UNLUCKY:
+            raise RuntimeError(f"n = {UNLUCKY} is unlucky")
         return np.arange(point["n"], dtype=np.float64), point["method"]
 
     def run(self, workload, variant, ctx):

@@ -1,0 +1,110 @@
+"""`bench reproduce` and `bench report` end to end on the fake suite's recipes and claims:
+the plan, resume, the budget, a failing recipe beside a good one, and a report that the
+same results write byte for byte."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from bench.recipes import Size, size
+from bench.reproduce import parse_duration
+from test_cli import assert_one_line_error, bench
+
+
+def test_size_splits_settings_from_axes():
+    chosen = size(K="4..1024", iterations=3, repeats=2, gpus=2)
+    assert chosen == Size(axes={"K": "4..1024", "iterations": "3"}, repeats=2, gpus=2)
+
+
+@pytest.mark.parametrize("text, seconds", [("600", 600), ("90s", 90), ("9m", 540), ("1h30m", 5400), ("2.5h", 9000)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["reproduce", "nosuch", "--profile", "cpu"], ["unknown suite 'nosuch'", "fake"]),
+    (["reproduce", "fake:nope", "--profile", "cpu"], ["unknown recipe 'nope' of suite fake", "fig1"]),
+    (["reproduce", "fake", "--profile", "huge"], ["unknown profile 'huge'", "quick"]),
+    (["reproduce", "fake", "--profile", "cpu", "--budget", "soon"], ["bad duration 'soon'"]),
+    (["reproduce", "lda-kernels", "--profile", "cpu"], ["declares no recipes"]),
+])
+def test_bad_input_is_one_line(args, fragments):
+    assert_one_line_error(bench(*args), *fragments)
+
+
+def test_dry_run_plans_every_profile_and_measures_nothing(tmp_path):
+    for profile, points in (("cpu", 4), ("paper", 13)):
+        dry = bench("reproduce", "fake", "--profile", profile, "--dry-run", "--results", tmp_path / "r")
+        assert dry.returncode == 0, dry.stderr
+        assert f"{points} points to measure" in dry.stdout
+        assert "no estimate" in dry.stdout
+    quick = bench("reproduce", "fake:fig1", "--profile", "quick", "--dry-run", "--results", tmp_path / "r")
+    assert "not in the quick profile" in quick.stderr and "fake:fig1" in quick.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_reproduce_measures_draws_reports_and_resumes(tmp_path):
+    results, figures = tmp_path / "results", tmp_path / "figures"
+    run = bench("reproduce", "fake", "--profile", "cpu", "--results", results, "--figures", figures)
+    # The unlucky recipe fails; the other is measured, drawn and reported all the same.
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "fake:unlucky" in run.stderr and "unlucky" in run.stderr
+    [machine] = [p for p in results.iterdir() if p.is_dir()]
+    df = pd.read_csv(machine / "fake.csv")
+    assert set(df["n"]) == {64, 128} and set(df["variant"]) == {"plain", "twice"}
+    assert (figures / machine.name / "fake-time-vs-n-method-vector.png").exists()
+    report = (machine / "REPORT.md").read_text()
+    assert "### fig1: Figure 1: time against n" in report
+    assert f"](../../figures/{machine.name}/fake-time-vs-n-method-vector.png)" in report
+    assert "| F1 | twice does the work twice: 2x slower | twice takes" in report
+    assert "| F2 |" in report and "not measured here" in report
+    assert "A Fake Paper, A. Author" in report
+
+    again = bench("reproduce", "fake:fig1", "--profile", "cpu", "--results", results, "--figures", figures)
+    assert again.returncode == 0, again.stderr
+    assert "0 points to measure" in again.stdout
+    assert len(pd.read_csv(machine / "fake.csv")) == len(df)
+
+    assert bench("report", "--results", results, "--figures", figures).returncode == 0
+    assert (machine / "REPORT.md").read_text() == report  # the same results, the same bytes
+
+
+def _donor(results, machine, walls):
+    """results/donor: machine's rows with point timestamps `walls` seconds apart."""
+    donor = results / "donor"
+    donor.mkdir()
+    df = pd.read_csv(machine / "fake.csv")
+    start = pd.Timestamp("2026-01-01T00:00:00Z")
+    groups = list(dict.fromkeys(df["group"]))
+    times = dict(zip(groups, (start + pd.Timedelta(seconds=sum(walls[: i + 1])) for i in range(len(groups)))))
+    df["timestamp"] = df["group"].map(lambda g: times[g].isoformat())
+    df.to_csv(donor / "fake.csv", index=False)
+    sidecar = json.loads((machine / "fake.json").read_text())
+    for run in sidecar["runs"].values():
+        run["timestamp"] = start.isoformat()
+    (donor / "fake.json").write_text(json.dumps(sidecar))
+    return donor
+
+
+def test_budget_too_short_and_a_stop_that_resumes(tmp_path):
+    results, figures = tmp_path / "results", tmp_path / "figures"
+    first = bench("reproduce", "fake:fig1", "--profile", "cpu", "--results", results, "--figures", figures)
+    assert first.returncode == 0, first.stderr
+    [machine] = [p for p in results.iterdir() if p.is_dir()]
+    measured = pd.read_csv(machine / "fake.csv")
+    # The first point took 1 s, the others 500 s each.
+    _donor(results, machine, [1] + [500] * (measured["group"].nunique() - 1))
+    (machine / "fake.csv").unlink()
+    short = bench("reproduce", "fake:fig1", "--profile", "cpu", "--budget", "0.5s", "--estimate-from", "donor",
+                  "--results", results, "--figures", figures)
+    assert_one_line_error(short, "--budget 0.5s is too short for any point")
+    stopped = bench("reproduce", "fake:fig1", "--profile", "cpu", "--budget", "60", "--estimate-from", "donor",
+                    "--results", results, "--figures", figures)
+    assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+    assert "stopped by the budget" in stopped.stderr and "run the same command again" in stopped.stderr
+    assert pd.read_csv(machine / "fake.csv")["group"].nunique() == 1
+    assert (machine / "REPORT.md").exists()  # drawn and reported before stopping
+    rest = bench("reproduce", "fake:fig1", "--profile", "cpu", "--results", results, "--figures", figures)
+    assert rest.returncode == 0, rest.stderr
+    assert "2 points to measure" in rest.stdout
