@@ -18,7 +18,7 @@ CI_RUNS := 8
 CI_THRESHOLD ?= 0.60
 CI_CALIBRATION_THRESHOLD ?= 0.60
 
-.PHONY: setup test figures sweep regression baseline kernels gpu-test clean
+.PHONY: setup test figures sweep regression baseline kernels wheel-check gpu-test clean
 
 setup: $(VENV)/.installed
 
@@ -27,11 +27,15 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
+# The tests. A test marked real_corpus needs kos or nips in the cache (./datasets/cache) or on
+# $BENCH_DATA_PATH, passed through from the environment, and skips without them (nothing is
+# downloaded): BENCH_DATA_PATH=/path/to/uci make test. PYTEST_ARGS adds to pytest's arguments
+# (.ci/run: PYTEST_ARGS="-m real_corpus").
 test: setup
-	$(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 figures: setup
-	$(BENCH) figures --ensure lda,sumrv,admodel,admodel-fit,saber,saber-fit
+	$(BENCH) reproduce --profile cpu
 
 sweep: setup
 	$(BENCH) sweep
@@ -53,8 +57,14 @@ kernels:
 	for f in $$files; do echo "nvcc -ptx -arch=sm_90 $$f"; \
 	  nvcc -std=c++17 -ptx -arch=sm_90 -o /dev/null $$f || exit 1; done
 
+# The wheel installed (not editable) into a fresh virtualenv outside the checkout, every
+# command run from an empty folder, nothing written into site-packages (.ci/wheel-check).
+wheel-check: setup
+	PYTHON=$(BIN)/python .ci/wheel-check
+
 # On a GPU machine with CuPy (the device machines have no package registry, so
-# no venv there: their python3 with PYTHONPATH=.).
+# no venv there: their python3 with PYTHONPATH=.). The GPU tests on kos need it in the
+# cache or on $BENCH_DATA_PATH (passed through), and skip without it.
 gpu-test:
 	PYTHONPATH=. python3 -m pytest -ra -m gpu tests
 	PYTHONPATH=. python3 -m bench verify lda --backend gpu --k 1..130,480..544,1000..1030

@@ -2,7 +2,7 @@
 is imported on first use: importing this module needs no GPU)."""
 
 from functools import cache
-from pathlib import Path
+from importlib.resources.abc import Traversable
 
 from bench.errors import BenchError
 
@@ -47,7 +47,7 @@ def resolve_backend(requested: str, supported: tuple[str, ...]) -> str:
 
 
 @cache
-def _module(source: Path, options: tuple[str, ...], device: int):
+def _module(source: Traversable, options: tuple[str, ...], device: int):
     import cupy
 
     return cupy.RawModule(code=source.read_text(), options=options)
@@ -57,7 +57,7 @@ _COMPILED: dict[tuple, object] = {}  # (source, name, options) -> kernel: what t
 
 
 @cache
-def _kernel(source: Path, name: str, options: tuple[str, ...], device: int):
+def _kernel(source: Traversable, name: str, options: tuple[str, ...], device: int):
     kernel = _module(source, options, device).get_function(name)
     _COMPILED[source, name, options] = kernel
     return kernel
@@ -77,7 +77,7 @@ def compiled_kernels() -> dict[str, dict]:
             for (source, name, options), kernel in sorted(_COMPILED.items(), key=lambda item: item[0][1])}
 
 
-def kernel_names(source: Path, options: tuple[str, ...] = ("-std=c++17",)) -> list[str]:
+def kernel_names(source: Traversable, options: tuple[str, ...] = ("-std=c++17",)) -> list[str]:
     """The names of every kernel a .cu file defines (its macros expanded): NVRTC's PTX entries,
     or the .text sections of the cubin it returns on newer GPUs."""
     import re
@@ -85,20 +85,23 @@ def kernel_names(source: Path, options: tuple[str, ...] = ("-std=c++17",)) -> li
     from cupy.cuda import compiler
 
     binary = compiler.compile_using_nvrtc(source.read_text(), options=options)
+    binary = binary[0] if isinstance(binary, tuple) else binary  # (code, name mapping) in newer CuPy
     binary = binary if isinstance(binary, bytes) else binary.encode()
     names = re.findall(rb"\.entry\s+([A-Za-z_]\w*)\s*\(", binary) or re.findall(rb"\.text\.([A-Za-z_]\w*)\x00", binary)
     return sorted({name.decode() for name in names})
 
 
-def kernel_table(source: Path, options: tuple[str, ...] = ("-std=c++17",)) -> list[dict]:
+def kernel_table(source: Traversable, options: tuple[str, ...] = ("-std=c++17",)) -> list[dict]:
     """Every kernel of a .cu file compiled for the current GPU, with its resources."""
     return [{"kernel": name, **kernel_attributes(raw_kernel(source, name, options))}
             for name in kernel_names(source, options)]
 
 
-def raw_kernel(source: Path, name: str, options: tuple[str, ...] = ("-std=c++17",)):
+def raw_kernel(source: Traversable, name: str, options: tuple[str, ...] = ("-std=c++17",)):
     """A kernel (cupy RawKernel) of a .cu file for the current GPU, compiled once per
-    process (CuPy also caches on disk) and loaded once per GPU."""
+    process (CuPy also caches on disk) and loaded once per GPU. source is the file as
+    importlib.resources.files gives it (package data): read with .read_text(), named by
+    .name in the sidecar, and hashable (the compile caches are keyed on it)."""
     import cupy
 
     return _kernel(source, name, options, cupy.cuda.runtime.getDevice())

@@ -6,14 +6,14 @@ import json
 import subprocess
 import sys
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
 
 import numpy as np
 
 from bench.backend import multiprocessors, raw_kernel
 from bench.errors import BenchError
 
-SOURCE = Path(__file__).parent / "kernels" / "peaks.cu"
+SOURCE = files("bench") / "kernels" / "peaks.cu"  # package data (pyproject.toml)
 THREADS, BLOCKS_PER_SM, ITERATIONS, CHAINS, TRIES = 256, 8, 1 << 14, 8, 5
 PRECISIONS = {"f32": np.float32, "f64": np.float64}
 

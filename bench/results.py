@@ -172,6 +172,7 @@ def read_csv(csv_path: Path, **read_csv_args) -> pd.DataFrame:
     """One results CSV, its identifier columns as text; a torn last line is ignored with a
     warning; BenchError naming the file when it is missing or not a CSV."""
     read_csv_args.setdefault("dtype", IDENTIFIERS)
+    read_csv_args.setdefault("low_memory", False)  # one pass: a column that is empty at first has one dtype
     csv_path = Path(csv_path)
     try:
         data = csv_path.read_bytes()
@@ -295,6 +296,21 @@ def _locked(json_path: Path):
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process umask: read from /proc/self/status where Linux gives it (setting it to read
+    it back would change it for every thread meanwhile), else set and restored."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def update_sidecar(json_path: Path, run_id: str | None, info: dict | None = None, schema: dict | None = None) -> None:
     """Merge info into runs[run_id] (and set the schema), replacing the file atomically."""
     json_path = Path(json_path)
@@ -308,6 +324,7 @@ def update_sidecar(json_path: Path, run_id: str | None, info: dict | None = None
         with tempfile.NamedTemporaryFile(
             "w", dir=json_path.parent, prefix=json_path.name, suffix=".tmp", delete=False
         ) as tmp:
+            os.fchmod(tmp.fileno(), 0o666 & ~_umask())  # an ordinary file's mode, not mkstemp's 0600
             json.dump(sidecar, tmp, indent=2, default=str)  # insertion order: the schema's column order
             tmp.write("\n")
             tmp.flush()

@@ -4,6 +4,7 @@ import ast
 import gzip
 import hashlib
 import importlib
+import os
 import shutil
 import subprocess
 import sys
@@ -14,14 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.corpus import (Corpus, CorpusError, catalogue, fetch, load_corpus, read_ldac, read_uci, synthesize,
-                          write_uci)
-from bench.corpus import synth
+from bench.corpus import (Corpus, CorpusError, catalogue, fetch, load_corpus, locate, read_ldac, read_uci,
+                          synthesize, write_uci)
+from bench.corpus import entries, synth
 
 catalogue_module = importlib.import_module("bench.corpus.catalogue")  # the name bench.corpus.catalogue is the function
-
-needs_shared = pytest.mark.skipif(not (catalogue_module.SHARED_UCI_DIR / "docword.kos.txt.gz").exists(),
-                                  reason=f"{catalogue_module.SHARED_UCI_DIR} (KOS from ../shared) is absent")
 
 
 def docs_of(corpus):
@@ -336,7 +334,7 @@ def test_synth_imports_on_its_own():
 # ---------------------------------------------------------------- real corpora and the catalogue
 
 
-@needs_shared
+@pytest.mark.real_corpus("kos")
 def test_kos_matches_published_statistics():
     corpus = load_corpus("kos")
     assert corpus.stats() == {
@@ -350,10 +348,10 @@ def test_kos_matches_published_statistics():
     assert (entry["documents"], entry["vocabulary"], entry["tokens"], entry["nnz"]) == (3430, 6906, 467714, 353160)
 
 
-@needs_shared
+@pytest.mark.real_corpus("kos")
 def test_load_corpus_from_directory_and_path(tmp_path):
     for f in ("docword.kos.txt.gz", "vocab.kos.txt"):
-        shutil.copy(catalogue_module.SHARED_UCI_DIR / f, tmp_path / f)
+        shutil.copy(locate("kos") / f, tmp_path / f)
     from_dir = load_corpus(str(tmp_path))
     from_file = load_corpus(str(tmp_path / "docword.kos.txt.gz"))
     assert from_dir.name == from_file.name == "kos"
@@ -364,19 +362,153 @@ def test_load_corpus_from_directory_and_path(tmp_path):
 def test_checksum_mismatch_is_refused(tmp_path, monkeypatch):
     (tmp_path / "docword.kos.txt.gz").write_bytes(gzip.compress(b"1\n1\n1\n1 1 1\n"))
     (tmp_path / "vocab.kos.txt").write_text("a\n")
-    monkeypatch.setattr(catalogue_module, "CACHE_DIR", tmp_path / "empty-cache")
+    monkeypatch.setattr(entries, "CACHE_DIR", tmp_path / "empty-cache")
     monkeypatch.setenv("BENCH_DATA_PATH", str(tmp_path))
     with pytest.raises(CorpusError, match="sha256 .* differs from the catalogue's"):
         fetch("kos")
 
 
-def test_fetch_refuses_a_download_without_known_hash(tmp_path, monkeypatch):
-    monkeypatch.setattr(catalogue_module, "CACHE_DIR", tmp_path)
-    monkeypatch.setattr(catalogue_module, "SHARED_UCI_DIR", tmp_path)
+# ---------------------------------------------------------------- finding and downloading real corpora
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache, no BENCH_DATA_PATH, and pooch.retrieve copying from tmp_path/"server"
+    (the calls it got in .calls)."""
+    pytest.importorskip("pooch")  # the GPU machines have none
+    directory = tmp_path / "cache"
+    server = tmp_path / "server"
+    server.mkdir()
+    monkeypatch.setattr(entries, "CACHE_DIR", directory)
     monkeypatch.delenv("BENCH_DATA_PATH", raising=False)
-    with pytest.raises(CorpusError, match="no sha256 for docword.enron.txt.gz") as excinfo:
+    calls = []
+
+    def retrieve(url, known_hash, fname, path, progressbar):
+        calls.append((url, known_hash))
+        source = server / url.rsplit("/", 1)[1]
+        if not source.exists():
+            raise ValueError(f"404 Client Error: Not Found for url: {url}")
+        target = Path(path) / fname
+        if not target.exists():
+            shutil.copy(source, target)
+        return str(target)
+
+    monkeypatch.setattr("pooch.retrieve", retrieve)
+    return directory, server, calls
+
+
+def serve_uci(server, name, header, vocabulary, body=b"1 1 1\n"):
+    """A docword file with the given header (D, W, NNZ) and a short body, and a vocab file."""
+    (server / f"docword.{name}.txt.gz").write_bytes(gzip.compress("\n".join(map(str, header)).encode() + b"\n" + body))
+    (server / f"vocab.{name}.txt").write_text("".join(f"w{i}\n" for i in range(vocabulary)))
+
+
+def test_search_path_is_the_cache_then_bench_data_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(entries, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setenv("BENCH_DATA_PATH", f"{tmp_path / 'a'}{os.pathsep}{os.pathsep}{tmp_path / 'b'}")
+    assert catalogue_module.search_path() == [tmp_path / "cache", tmp_path / "a", tmp_path / "b"]
+    assert locate("kos") is None
+    (tmp_path / "b").mkdir()
+    for f in ("docword.kos.txt.gz", "vocab.kos.txt"):
+        (tmp_path / "b" / f).write_bytes(b"")
+    assert locate("kos") == tmp_path / "b"  # found, not read
+    assert "shared" not in Path(catalogue_module.__file__).read_text()  # nothing beside the checkout is searched
+
+
+def test_the_cache_is_under_the_current_directory_or_bench_cache(tmp_path):
+    code = "from bench.corpus import entries; print(entries.CACHE_DIR.absolute())"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("BENCH_CACHE", None)
+    here = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert here.stdout.strip() == str(tmp_path / "datasets" / "cache"), here.stderr
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                           env={**env, "BENCH_CACHE": str(tmp_path / "elsewhere")})
+    assert there.stdout.strip() == str(tmp_path / "elsewhere"), there.stderr
+
+
+def test_a_download_with_a_known_hash_is_handed_to_pooch_with_it(cache):
+    directory, server, calls = cache
+    serve_uci(server, "kos", (3430, 6906, 353160), 6906)
+    assert fetch("kos") == directory
+    item = catalogue()["kos"]
+    assert calls == [(item["docword_url"], f"sha256:{item['docword_sha256']}"),
+                     (item["vocab_url"], f"sha256:{item['vocab_sha256']}")]
+    assert not list(directory.glob("*.sha256"))  # the catalogue holds these hashes
+
+
+def test_a_download_without_a_known_hash_is_checked_by_its_header_and_its_sha256_recorded(cache):
+    directory, server, calls = cache
+    item = catalogue()["enron"]
+    assert not item["docword_sha256"] and not item["vocab_sha256"]
+    serve_uci(server, "enron", (item["documents"], item["vocabulary"], item["nnz"]), item["vocabulary"])
+    assert fetch("enron") == locate("enron") == directory
+    assert [known for _, known in calls] == [None, None]
+    for role in ("docword", "vocab"):
+        record = directory / f"{item[role]}.sha256"
+        digest = hashlib.sha256((directory / item[role]).read_bytes()).hexdigest()
+        assert record.read_text() == f"{digest}  {item[role]}\n"  # sha256sum -c reads it
+    calls.clear()
+    assert fetch("enron") == directory and calls == []  # found in the cache: nothing downloaded
+
+
+def test_the_recorded_sha256_is_checked_on_the_next_use(cache):
+    directory, server, calls = cache
+    item = catalogue()["enron"]
+    serve_uci(server, "enron", (item["documents"], item["vocabulary"], item["nnz"]), item["vocabulary"])
+    fetch("enron")
+    docword = directory / item["docword"]
+    # The same header (the counts agree), another body: only the recorded sha256 can tell.
+    docword.write_bytes(gzip.compress(f"{item['documents']}\n{item['vocabulary']}\n{item['nnz']}\n2 2 2\n".encode()))
+    with pytest.raises(CorpusError, match=r"sha256 .* differs from the one recorded in docword.enron.txt.gz.sha256"):
         fetch("enron")
-    assert "\n" not in str(excinfo.value)
+    with pytest.raises(CorpusError, match="differs from the one recorded"):
+        load_corpus("enron")
+
+
+def test_a_download_whose_header_differs_from_the_catalogue_is_refused_and_deleted(cache):
+    directory, server, calls = cache
+    item = catalogue()["nytimes"]
+    serve_uci(server, "nytimes", (item["documents"], item["vocabulary"], item["nnz"] + 1), item["vocabulary"])
+    with pytest.raises(CorpusError) as excinfo:
+        fetch("nytimes")
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert f"header D, W, NNZ = 300000, 102660, {item['nnz'] + 1}" in message
+    assert f"the catalogue's are 300000, 102660, {item['nnz']}" in message
+    assert not (directory / item["docword"]).exists() and not list(directory.glob("*.sha256"))
+    assert locate("nytimes") is None
+
+
+def test_a_vocab_with_another_number_of_words_is_refused(cache):
+    directory, server, calls = cache
+    item = catalogue()["enron"]
+    serve_uci(server, "enron", (item["documents"], item["vocabulary"], item["nnz"]), item["vocabulary"] - 1)
+    with pytest.raises(CorpusError, match=f"{item['vocabulary'] - 1} lines, the catalogue's vocabulary has"):
+        fetch("enron")
+
+
+def test_files_without_a_hash_on_bench_data_path_are_checked_by_their_counts(cache, tmp_path, monkeypatch):
+    directory, server, calls = cache
+    item = catalogue()["enron"]
+    serve_uci(server, "enron", (item["documents"], 1, item["nnz"]), item["vocabulary"])
+    monkeypatch.setenv("BENCH_DATA_PATH", str(server))
+    with pytest.raises(CorpusError, match=r"docword.enron.txt.gz: header D, W, NNZ = 39861, 1, "):
+        fetch("enron")
+    serve_uci(server, "enron", (item["documents"], item["vocabulary"], item["nnz"]), item["vocabulary"])
+    assert fetch("enron") == server and calls == []
+    assert not list(server.glob("*.sha256"))  # BENCH_DATA_PATH is read, never written
+
+
+def test_a_failed_download_is_one_line_saying_where_to_put_the_files(cache):
+    directory, server, calls = cache
+    with pytest.raises(CorpusError) as excinfo:
+        fetch("pubmed")  # not on the server: 404
+    message = str(excinfo.value)
+    assert "\n" not in message
+    assert message.startswith("pubmed: could not download https://archive.ics.uci.edu/")
+    assert "404" in message
+    assert (f"docword.pubmed.txt.gz and vocab.pubmed.txt from https://archive.ics.uci.edu/ml/machine-learning-databases/"
+            f"bag-of-words/ yourself and put them in {directory} or a directory on BENCH_DATA_PATH") in message
 
 
 def test_unknown_name_and_scaled_real_corpus():
@@ -454,7 +586,7 @@ def test_scaled_down_max_length_stays_feasible():
 
 def test_large_synthetic_corpora_are_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(synth, "CACHE_MIN_TOKENS", 0)
-    monkeypatch.setattr(synth, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(entries, "CACHE_DIR", tmp_path)
     first = synthesize("tiny")
     (cached,) = (tmp_path / "synth").glob("tiny-scale1-seed0-v*.npz")
     second = synthesize("tiny")

@@ -182,6 +182,22 @@ def test_sidecar_merges_and_replaces_atomically(tmp_path):
     assert sorted(os.listdir(path.parent)) == [".lda.json.lock", "lda.json"]  # no temporary file left
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_sidecar_gets_the_mode_of_an_ordinary_file(tmp_path, umask):
+    """Not the 0600 of a temporary file: what open() gives under the process umask (0644 under 022)."""
+    path = tmp_path / "lda.json"
+    old = os.umask(umask)
+    try:
+        update_sidecar(path, "r1", {"cpu_model": "A"})
+        (tmp_path / "ordinary").write_text("")
+    finally:
+        os.umask(old)
+    mode = path.stat().st_mode & 0o777
+    assert mode == (tmp_path / "ordinary").stat().st_mode & 0o777 == 0o666 & ~umask
+    update_sidecar(path, "r2", {"cpu_model": "B"})  # replaced: the new file's mode, under this umask
+    assert path.stat().st_mode & 0o777 == 0o666 & ~old
+
+
 def test_collect_env_without_gpu_or_git(tmp_path, monkeypatch):
     monkeypatch.setattr(envinfo, "REPO_ROOT", tmp_path)  # a tree with no .git, as on the GPU machine
     monkeypatch.setenv("PATH", "")

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backend import gpu_array_module, to_host
-from .entries import CACHE_DIR, entry
+from . import entries
+from .entries import entry
 from .model import Corpus, CorpusError
 
 GENERATOR_VERSION = 1  # bump when the output for given arguments changes; it keys the disk cache
-CACHE_MIN_TOKENS = 1 << 25  # corpora this large are kept in datasets/cache/synth as .npz
+CACHE_MIN_TOKENS = 1 << 25  # corpora this large are kept in the cache's synth/ as .npz
 _CHUNK_TOKENS = 1 << 23  # tokens generated at a time, to bound temporary memory
 
 
@@ -75,7 +76,7 @@ def synthesize(name: str, scale: float = 1.0, seed: int = 0) -> Corpus:
 
     # The key covers everything the output depends on, catalogue parameters included.
     params = zlib.crc32(json.dumps([t.__dict__, seed, GENERATOR_VERSION], sort_keys=True).encode())
-    path = CACHE_DIR / "synth" / f"{name}-scale{scale:g}-seed{seed}-v{GENERATOR_VERSION}-{params:08x}.npz"
+    path = entries.CACHE_DIR / "synth" / f"{name}-scale{scale:g}-seed{seed}-v{GENERATOR_VERSION}-{params:08x}.npz"
     if path.exists():
         with np.load(path) as z:
             return Corpus(name, z["doc_ptr"], z["words"], t.vocabulary, None, z["true_theta"], z["true_phi"])

@@ -7,7 +7,7 @@ CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from impls.admodel.cpu import prior_constant
 from impls.admodel.data import BYTES_PER_OBSERVATION, MATERIAL, PLACEMENT, PSI, Data
 from bench.backend import multiprocessors, raw_kernel
 
-KERNEL_SOURCE = Path(__file__).parent / "kernels" / "admodel.cu"
+KERNEL_SOURCE = files("impls.admodel") / "kernels" / "admodel.cu"  # package data (pyproject.toml)
 FACTORS = 10  # N: the kernels are compiled for it
 PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 GRADIENTS = {"grad-atomic": "grad_atomic", "grad-block": "grad_block", "grad-warp": "grad_warp"}

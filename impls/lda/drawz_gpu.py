@@ -9,14 +9,14 @@ CPU twin's z.
 CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
-from pathlib import Path
+from importlib.resources import files
 
 import numpy as np
 
 from bench.backend import raw_kernel
 from impls.lda.drawz_cpu import VARIANTS
 
-KERNEL_SOURCE = Path(__file__).parent / "kernels" / "drawz.cu"
+KERNEL_SOURCE = files("impls.lda") / "kernels" / "drawz.cu"  # package data (pyproject.toml)
 W = 32
 KMAX_LOCAL = 1024  # per-lane arrays up to this K live in local memory
 BLOCK = 64  # threads per block: two warps; every variant runs one thread per document

@@ -6,7 +6,7 @@ backends run the same application from the same state.  CuPy is imported
 inside the functions: importing this module needs no GPU."""
 
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 
 import numpy as np
 
@@ -14,7 +14,7 @@ from impls.lda import model
 from bench.backend import raw_kernel
 from impls.lda.drawz_gpu import draw_z_gpu
 
-COUNTS_SOURCE = Path(__file__).parent / "kernels" / "counts.cu"
+COUNTS_SOURCE = files("impls.lda") / "kernels" / "counts.cu"  # package data (pyproject.toml)
 COUNTS_BLOCK = 256  # threads per block (whole warps: topic_counts aggregates per warp); not tuned
 
 

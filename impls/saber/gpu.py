@@ -5,7 +5,7 @@ CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from bench.backend import device_attribute, multiprocessors, raw_kernel
 from impls.saber.model import BETA, Structures, alpha_of, check_without_own
 from impls.saber.structures import LEVEL3, W, padded
 
-KERNEL_SOURCE = Path(__file__).parent / "kernels" / "saber.cu"
+KERNEL_SOURCE = files("impls.saber") / "kernels" / "saber.cu"  # package data (pyproject.toml)
 BLOCK = 256  # threads: 8 warps, a warp per word or token
 NULL = np.uintp(0)  # a null pointer argument: CuPy passes None as 0xffffffff (cupy issue 9046)
 

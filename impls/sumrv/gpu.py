@@ -7,7 +7,7 @@ CuPy (and torch) are imported inside the functions: importing this module needs 
 """
 
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from bench import peaks as bench_peaks
 from bench.backend import multiprocessors, raw_kernel
 from impls.sumrv.cpu import via_linear
 
-KERNEL_SOURCE = Path(__file__).parent / "kernels" / "sumrv.cu"
+KERNEL_SOURCE = files("impls.sumrv") / "kernels" / "sumrv.cu"  # package data (pyproject.toml)
 PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 BLOCK = 256  # threads per block of the one-thread-per-output kernels
 TILE = 32  # skewdiag: a 32 x 32 tile per block of 32 x 32 threads
