@@ -122,6 +122,8 @@ def _plan(extra, axis, variant, backend, **kwargs):
 def _out_dir(out_dir: Path | None, backend: str) -> Path:
     """--out, or results/<machine>/: BenchError where it cannot be written."""
     directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), backend)
+    if directory.exists() and not directory.is_dir():
+        raise BenchError(f"--out {directory}: not a directory")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -327,6 +329,7 @@ def _draw(results_dir: Path, figures_dir: Path, machines: list[str] | None = Non
     from bench.figures import render_all
 
     suites = all_suites()
+    _machine_dirs(results_dir)  # a one-line error where there is no such directory
     written = render_all(results_dir, figures_dir, suites, warn=lambda text: err.print(f"[yellow]{text}[/]"),
                          machines=machines)
     for directory in _machine_dirs(results_dir):
@@ -357,7 +360,7 @@ def report(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
         out.print(str(reports.write(directory, figures_dir / directory.name, all_suites())))
 
 
-@app.command(cls=Command, options_metavar="[SUITE[:RECIPE]]... [OPTIONS]")
+@app.command(cls=Command)
 def reproduce(
     targets: Optional[list[str]] = typer.Argument(None, metavar="[SUITE[:RECIPE]]...", show_default=False,
                                                   help="Suites or single recipes.", ),
@@ -469,11 +472,12 @@ def check(
             raise BenchError(f"{path}: no rows")
     result = compare(new_df, base_df, schema, threshold=threshold, calibration_threshold=calibration_threshold,
                      alpha=alpha, metrics=metric.split(",") if metric else None, base_schema=base_schema)
-    if fmt in ("json", "markdown"):  # for machines: never wrapped
+    if fmt in ("json", "markdown"):  # for machines: never wrapped, and nothing else on stdout
         print(render_json(result) if fmt == "json" else render_markdown(result))
+        err.print(summary(result, allow_missing), markup=False)
     else:
         out.print(render_table(result))
-    out.print(summary(result, allow_missing), markup=False)
+        out.print(summary(result, allow_missing), markup=False)
     raise typer.Exit(exit_code(result, allow_missing))
 
 
@@ -619,8 +623,8 @@ def data_synth(
 
 
 def main():
-    """Bad input ends in one line on stderr and exit 2; a regression found by
-    `bench check` is the only exit 1."""
+    """Bad input ends in one line on stderr and exit 2; each command documents its other
+    exit statuses (1: a regression, a failed check or a failed recipe)."""
     warnings.showwarning = lambda message, *args, **kwargs: err.print(f"[yellow]warning:[/] {message}")
     try:
         status = app(standalone_mode=False)

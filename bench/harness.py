@@ -53,7 +53,7 @@ class Settings:
         if self.max_noise is not None and not 0 < self.max_noise < 1:
             raise BenchError(f"--max-noise must be in (0, 1), got {self.max_noise}")
         if self.budget_s <= 0:
-            raise BenchError(f"--budget must be > 0 seconds, got {self.budget_s}")
+            raise BenchError(f"--timeout must be > 0 seconds, got {self.budget_s}")
 
 
 @dataclass

@@ -61,13 +61,26 @@ class Results:
         path = self.directory / f"{suite}-profile.csv"
         return latest_profile(path).rows if path.exists() else pd.DataFrame()
 
+    @cache
+    def profile_peaks(self, suite: str) -> dict:
+        """The peaks (bench.peaks) measured in the newest `bench profile` run, or {}."""
+        from bench.figures import latest_profile
+
+        path = self.directory / f"{suite}-profile.csv"
+        return latest_profile(path).info.get("peaks", {}) if path.exists() else {}
+
 
 def _distinct(values) -> str:
     return " / ".join(sorted({str(v) for v in values if v not in (None, "")})) or "-"
 
 
 def _machine_section(results: Results, names: list[str]) -> list[str]:
-    runs = [run for name in names for run in results.runs(name).values()]
+    runs = []
+    for name in names:
+        try:
+            runs += results.runs(name).values()
+        except BenchError:  # reported in the suite's section
+            pass
     if not runs:
         return []
     versions = sorted({k for run in runs for k, v in (run.get("versions") or {}).items() if v})
@@ -141,7 +154,11 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
              "on one machine.", ""]
     lines += _machine_section(results, [s.name for s in suites])
     for suite in suites:
-        present = not results.frame(suite.name).empty
+        try:
+            present = not results.frame(suite.name).empty
+        except BenchError as error:  # one unreadable file must not lose the rest of the report
+            lines += [f"## {suite.name}", "", f"Its results cannot be read: {error}", ""]
+            continue
         if not (present or suite.claims or suite.recipes):
             continue
         lines += [f"## {suite.name}", "", suite.description + ".", ""]
@@ -159,7 +176,7 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
             lines += [""] if images else []
             for table in (p for p in files if p.suffix == ".md"):
                 lines += [f"`{table.name}`:", "", table.read_text().strip(), ""]
-            if not files:
+            if recipe.figures and not files:
                 lines += ["No figures here (`bench reproduce " + f"{suite.name}:{recipe.name}` draws them).", ""]
         table, causes = _claims(suite, results)
         if table:

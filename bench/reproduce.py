@@ -88,11 +88,13 @@ class Machine:
     """What the sweeps may need of this machine."""
 
     slug: str
-    gpus: int
+    gpus: int | None  # None: unknown (a dry run of a GPU profile on a machine without one)
     gpu_memory_gib: float
     host_memory_gib: float
 
     def lacks(self, size: Size) -> str | None:
+        if self.gpus is None:
+            return None
         if size.gpus > self.gpus:
             return f"needs {size.gpus} GPUs; this machine has {self.gpus}"
         if size.gpu_memory_gib and size.gpu_memory_gib > self.gpu_memory_gib:
@@ -109,7 +111,9 @@ def this_machine(backend: str) -> Machine:
     host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     if backend != "gpu" or not gpu_available():
         env = envinfo.collect_env([])
-        return Machine(envinfo.machine_slug(env, "cpu") if backend == "cpu" else "", 0, 0.0, host)
+        if backend == "cpu":
+            return Machine(envinfo.machine_slug(env, "cpu"), 0, 0.0, host)
+        return Machine("", None, 0.0, host)
     import cupy
 
     env = envinfo.collect_env([])
@@ -143,7 +147,8 @@ def build(selected: list[tuple[Suite, Recipe]], profile: str, results_root: Path
             pending = harness.pending(job.plan, job.settings) if machine.slug else \
                 [(point, 0) for point in job.plan.points]
             for point, done in pending:
-                key = (suite.name, tuple(sorted((k, str(v)) for k, v in point.items())))
+                key = (suite.name, tuple(sorted((k, str(v)) for k, v in point.items())),
+                       tuple(sorted(name for name, _ in job.plan.variants_at(point))))
                 if key not in planned:
                     planned.add(key)
                     job.todo.append((point, done))

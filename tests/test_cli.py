@@ -15,7 +15,6 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 ENV = {**os.environ, "BENCH_SUITES": "fake=fake_suite",
        "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
-SHARED_KOS = TESTS.parent.parent / "shared" / "datasets" / "uci" / "docword.kos.txt.gz"
 
 
 def bench(*args, cwd=None):
@@ -84,7 +83,7 @@ def test_version_list_and_dry_run():
     assert "bench sweep" not in dry.stderr and not list(TESTS.parent.glob("results/*/fake.csv"))
 
 
-@pytest.mark.skipif(not SHARED_KOS.exists(), reason="../shared/datasets/uci holds no KOS corpus")
+@pytest.mark.real_corpus("kos")
 def test_defaults_fit_a_real_corpus():
     dry = bench("sweep", "--backend", "cpu", "--k", "64", "--dataset", "kos", "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -144,14 +143,14 @@ def test_fake_suite_sweep_resume_check_and_figures(tmp_path):
     regression = bench("check", tmp_path / "new" / "fake.csv", "--baseline", out / "fake.csv", "--format", "markdown")
     assert regression.returncode == 1, regression.stdout + regression.stderr
     assert "| SLOWER |" in regression.stdout and "| WORSE |" in regression.stdout
-    assert "| MISSING |" in regression.stdout and "-> regression" in regression.stdout
+    assert "| MISSING |" in regression.stdout and "-> regression" in regression.stderr
     allowed = bench("check", tmp_path / "new" / "fake.csv", "--baseline", out / "fake.csv", "--format", "json",
                     "--allow-missing", "--metric", "seconds", "--threshold", "20")
     assert allowed.returncode == 0, allowed.stdout
     rows = json.loads(allowed.stdout[: allowed.stdout.rindex("}") + 1])["rows"]
     assert {r["verdict"] for r in rows} == {"SAME", "MISSING"}
 
-    figures = bench("figures", "--results", tmp_path / "results", "--out", tmp_path / "figs")
+    figures = bench("figures", "--results", tmp_path / "results", "--figures", tmp_path / "figs")
     assert figures.returncode == 0, figures.stderr
     written = {Path(line).name for line in figures.stdout.split()}
     assert {"fake-time-vs-n-method-vector.png", "fake-time-vs-n-method-loop.png"} <= written
@@ -184,7 +183,7 @@ def test_bad_results_files_are_one_line_errors(tmp_path):
     # A bad file in one machine's folder is reported; the other machines are drawn.
     (tmp_path / "results" / "aaa-broken").mkdir()
     (tmp_path / "results" / "aaa-broken" / "fake.csv").write_bytes(b"\x00\x01garbage\n\xff,\xfe\n")
-    figures = bench("figures", "--results", tmp_path / "results", "--out", tmp_path / "figs")
+    figures = bench("figures", "--results", tmp_path / "results", "--figures", tmp_path / "figs")
     assert figures.returncode == 0, figures.stderr
     assert "skipped:" in figures.stderr and "aaa-broken" in figures.stderr and "Traceback" not in figures.stderr
     assert (tmp_path / "figs" / "good" / "fake-time-vs-n-method-vector.png").exists()
@@ -200,7 +199,7 @@ def test_lda_sweep_check_and_figures_end_to_end(tmp_path):
     check = bench("check", out, "--baseline", out)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "SAME" in check.stdout and "calibration" in check.stdout
-    figures = bench("figures", "--results", tmp_path, "--out", tmp_path / "figs")
+    figures = bench("figures", "--results", tmp_path, "--figures", tmp_path / "figs")
     assert figures.returncode == 0, figures.stderr
     assert (tmp_path / "figs" / "machine" / "fig7a-time-vs-k-f32.png").exists()
 

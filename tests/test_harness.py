@@ -214,7 +214,7 @@ def test_untimed_work_is_left_out_and_the_stopping_rule_repeats_until_quiet(tmp_
 
 @pytest.mark.parametrize("kw, message", [
     ({"repeats": 0}, "--repeats >= 1"), ({"warmup": -1}, "--warmup >= 0"), ({"max_noise": 2.0}, "--max-noise"),
-    ({"budget_s": 0}, "--budget"),
+    ({"budget_s": 0}, "--timeout"),
 ])
 def test_bad_settings(tmp_path, kw, message):
     with pytest.raises(BenchError, match=message):

@@ -102,6 +102,7 @@ def test_target_and_time_to_target():
     assert np.isnan(seconds["c"])  # its start was above the target, its training never is
 
 
+@pytest.mark.real_corpus("kos")
 def test_a_cpu_convergence_sweep_improves_and_draws_figure_11(tmp_path):
     from bench import harness
     from bench.figures import render_all

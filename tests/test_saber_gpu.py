@@ -241,6 +241,30 @@ def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory, own):
         np.testing.assert_array_equal(topics["gpu"], topics["cpu"], err_msg=stage)
 
 
+def test_streamed_topics_are_the_resident_ones():
+    """Nothing is lost on the streaming path: G4 within a budget that holds half of the
+    chunks (more chunks than its workers' slots, copied in and out every iteration) draws
+    the resident run's topic for every token."""
+    from bench.timing import RunContext
+    from impls.saber.suite import SUITE, iterate
+
+    point = {"suite": "saber", "backend": "gpu", "dataset": "nytimes-synth", "scale": 0.001, "K": 1000,
+             "iterations": 3, "chunks": 4, "workers": 4, "gpus": 1}
+    host = SUITE.prepare({**point, "backend": "cpu", "memory": 0.0})
+    budget = (stream.model_bytes(host.vocabulary, 1000)
+              + stream.chunk_bytes(host.tokens, host.doc_ptr.size - 1) / 2) / stream.GIB
+    topics = {}
+    for memory in (0.0, budget):
+        work = SUITE.prepare({**point, "memory": memory})
+        assert (work.corpus.device is None) == (memory > 0)
+        assert len(work.layout) > (point["workers"] if memory else 0)
+        ctx = RunContext("gpu")
+        with ctx.timed():
+            topics[memory], _ = iterate(work, "G4", ctx, "gpu")
+    np.testing.assert_array_equal(topics[budget], topics[0.0])
+
+
+@pytest.mark.real_corpus("kos")
 @pytest.mark.parametrize("system, twin", [("G4", "esca-cpu"), ("delayed-gibbs", "delayed-gibbs-cpu")])
 def test_saber_fit_on_the_gpu_scores_what_its_twin_on_the_cpu_scores(system, twin):
     """G4 draws the topics of G3's twin (ESCA on the CPU), delayed-gibbs those of the twin
@@ -304,6 +328,7 @@ def test_two_gpus_draw_the_twins_topics_and_sum_b_every_iteration(stage, without
     np.testing.assert_array_equal(topics, expected)
 
 
+@pytest.mark.real_corpus("kos")
 def test_saber_fit_dense_gpu_peer_learns_topics():
     """The dense GPU sampler at alpha = 50/K: its held-out curve rises from the random start."""
     from bench.timing import RunContext

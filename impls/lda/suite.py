@@ -11,6 +11,7 @@ from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
 from impls.lda import drawz_cpu, figures, model, verify
+from impls.lda.recipes import CLAIMS, PAPER, RECIPES
 
 WARP_SIZES = (8, 16, 32)
 SOURCES = ("impls/lda",)
@@ -65,9 +66,17 @@ class DrawzSuite:
     sweep starts; `bench verify` runs every draw-z variant on fresh dyadic problems, z
     identical to the CPU Algorithm 1 and a chi-square test against the exact probabilities."""
 
+    paper = PAPER
+
     def check(self, points: list[dict]) -> None:
         for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
             cached_corpus(dataset, scale)
+
+    def kernel_builds(self) -> list[tuple]:
+        """drawz.cu as drawz_gpu.kernel compiles it (without a register cap)."""
+        from impls.lda import drawz_gpu
+
+        return [(drawz_gpu.KERNEL_SOURCE, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={drawz_gpu.KMAX_LOCAL}"))]
 
     verify_axes = (
         Axis("K", "1..70", lambda s: parse_ints(s, "K"), "every K of A..B", aliases=("k",)),
@@ -114,6 +123,8 @@ class LdaSuite(DrawzSuite, Suite):
         Metric("draw_z_frac", "", better="higher", help="GPU: draw_z_gbps over the copy bandwidth of the repeat"),
     )
     sources = SOURCES
+    recipes = RECIPES  # lda-kernels' sweeps are sweeps of these
+    claims = CLAIMS
 
     def defaults(self, backend: str) -> Defaults:
         if backend == "gpu":
@@ -121,6 +132,12 @@ class LdaSuite(DrawzSuite, Suite):
                             "iterations, 5 repeats (hours for K = 4..1024: use --iterations and --repeats)")
         return Defaults(repeats=3, warmup=1, note="CPU default: wiki-synth at scale 0.01 (436 documents, "
                         "30,727 tokens), 1 iteration, 3 repeats")
+
+    def kernel_builds(self) -> list[tuple]:
+        """The draw-z kernels, and counts.cu as model_gpu compiles it (raw_kernel's default options)."""
+        from impls.lda import model_gpu
+
+        return [*super().kernel_builds(), (model_gpu.COUNTS_SOURCE, ("-std=c++17",))]
 
     def skip(self, point: dict) -> str | None:
         if point["scale"] != 1 and not is_synthetic(point["dataset"]):

@@ -22,6 +22,7 @@ from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
 from impls.saber import figures, gpu, model, stream
+from impls.saber.recipes import CLAIMS, RECIPES
 from impls.saber.structures import MAX_TOPICS, W
 
 STAGES = {  # variant: (PDOW order, structure, rebuild by SSC, asynchronous workers)
@@ -37,6 +38,9 @@ DOCS = {"G0": "document order, alias tables, counts by sorting",
         "G3": "G2 + SSC: A rebuilt by a segmented count per document",
         "G4": "G3 + asynchronous workers: chunks on several CUDA streams (on the CPU the same computation as G3)"}
 SEED = 0
+KERNEL_OPTIONS = ("-std=c++17",)  # gpu.py's raw_kernel calls take bench.backend's default options
+PAPER = ("SaberLDA: Sparsity-Aware Learning of Topic Models on GPUs, Kaiwei Li, Jianfei Chen, Wenguang Chen and "
+         "Jun Zhu, ASPLOS 2017")
 OWN_TOPIC = ("counted", "left-out")  # verification: ESCA's draw, or each token's own topic left out of it
 
 
@@ -141,6 +145,10 @@ class SaberSuite(Suite):
     plots = (Plot("saber-throughput-vs-k", "Tokens per second against K by stage", x="K", y="tokens_per_s",
                   logx=True),)
     sources = ("impls/saber",)
+    paper = PAPER
+    recipes = RECIPES  # saber-fit's sweeps among them
+    claims = CLAIMS
+    sanitizer_kernels = "saber_"  # the suite's own kernels: CuPy's scans report racecheck hazards of their design
 
     def defaults(self, backend: str) -> Defaults:
         return Defaults(repeats=3, warmup=1, note="CPU default: nytimes-synth at 100,000 tokens, K = 100 and 1000, "
@@ -181,6 +189,10 @@ class SaberSuite(Suite):
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
         return figures.render_figures(df, meta, outdir)
+
+    def kernel_builds(self) -> list[tuple]:
+        """saber.cu as gpu.py compiles it: bench.backend.raw_kernel's default options."""
+        return [(gpu.KERNEL_SOURCE, KERNEL_OPTIONS)]
 
     # Verification: every stage's topics after the iterations, on its device, identical to
     # the CPU twin of its structure's (G0 for the alias table, G2 for the tree) from a fresh

@@ -12,6 +12,7 @@ import numpy as np
 from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
 from impls.sumrv import cpu, figures
+from impls.sumrv.recipes import CLAIMS, RECIPES
 
 PRECISIONS = {"f32": np.float32, "f64": np.float64}
 SPACES = ("lin", "log")
@@ -209,6 +210,10 @@ class SumrvSuite(Suite):
                "reference (first pairs of the batch)"),
     )
     sources = ("impls/sumrv",)
+    paper = ("Fast Enumeration of Sums of Discrete Random Variables: A CUDA kernel, Lawrence Murray, blog post, "
+             "February 2023")
+    recipes = RECIPES
+    claims = CLAIMS
 
     verify_axes = (
         Axis("m", "1..70", _sizes("m"), "length of p"),
@@ -340,6 +345,15 @@ class SumrvSuite(Suite):
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
         return figures.render_figures(df, meta, outdir)
+
+    def kernel_builds(self) -> list[tuple]:
+        """kernels/sumrv.cu with the options gpu.kernel compiles it with (raw_kernel's default)."""
+        import inspect
+
+        from bench.backend import raw_kernel
+        from impls.sumrv import gpu
+
+        return [(gpu.KERNEL_SOURCE, inspect.signature(raw_kernel).parameters["options"].default)]
 
 
 SUITE = SumrvSuite()

@@ -1,0 +1,123 @@
+"""The sumrv suite's recipes and claims: the recipes plan on their backends under every
+profile, and the claims give the expected verdicts on small synthetic result frames,
+compute on the committed H200 results, and say "not measured here" (None) on none."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench import harness
+from bench.recipes import PROFILES
+from bench.report import Results
+from impls.sumrv.recipes import CLAIMS, RECIPES
+from impls.sumrv.suite import SUITE
+
+ROOT = Path(__file__).resolve().parent.parent
+CLAIM = {claim.id: claim for claim in CLAIMS}
+GPU_VARIANTS = ("strip", "naive", "skewdiag", "skewdiag-det", "fft", "torch-conv1d")
+
+
+class Frame:
+    """What a claim reads of a bench.report.Results: the suite's frame and the directory
+    (for the profile file; none here)."""
+
+    def __init__(self, df: pd.DataFrame, directory: Path):
+        self.df, self.directory = df, directory
+
+    def frame(self, suite: str) -> pd.DataFrame:
+        return self.df
+
+
+def _row(variant, m, n, batch, precision, space, us, peak_frac=None, error=1e-9):
+    return {"variant": variant, "device": "cpu" if variant == "numpy" else "gpu", "m": m, "n": n, "batch": batch,
+            "precision": precision, "space": space, "repeat": 0, "call_s": us * 1e-6,
+            "gflops": 2 * m * n * batch / (us * 1e3), "peak_frac": peak_frac, "max_rel_error": error,
+            "fma_peak_gflops": 60_000.0}
+
+
+def _frame(fft_faster_at_1024=False, strip_peak=0.6) -> pd.DataFrame:
+    """strip fastest everywhere (FFT only at 4096 x 4096 of the grid), naive 2x strip,
+    skewdiag 20x, skewdiag-det 19x; log space 1.5x linear; errors within the bound but FFT's."""
+    times = {"strip": 1, "naive": 2, "skewdiag": 20, "skewdiag-det": 19, "fft": 5, "torch-conv1d": 6, "numpy": 10}
+    rows = []
+    for space in ("lin", "log"):
+        for precision in ("f32", "f64"):
+            for batch in (1, 4096):
+                for size in (32, 256, 1024):
+                    for variant, factor in times.items():
+                        us = 10 * factor * (1.5 if space == "log" else 1) * (size / 32 if batch > 1 else 1)
+                        if fft_faster_at_1024 and variant == "fft" and batch > 1 and size == 1024 and space == "lin":
+                            us = 5 * size / 32
+                        frac = strip_peak if variant == "strip" and batch > 1 and size >= 256 else 0.01
+                        error = 1e-2 if variant == "fft" else 1e-7 if precision == "f32" else 1e-15
+                        rows.append(_row(variant, size, size, batch, precision, space, us, frac, error))
+    for m in (256, 1024, 4096):
+        for n in (256, 1024, 4096):
+            strip = m * n / 1e4
+            fft = strip / 2 if m == n == 4096 else strip * 2
+            rows.append(_row("strip", m, n, 1024, "f32", "lin", strip, strip_peak))
+            rows.append(_row("fft", m, n, 1024, "f32", "lin", fft, 0.1))
+    return pd.DataFrame(rows)
+
+
+def _verdicts(results) -> dict:
+    out = {}
+    for claim in CLAIMS:
+        measured = claim.ours(results)
+        out[claim.id] = None if measured is None else claim.holds(measured.value)
+    return out
+
+
+def test_recipes_plan_on_their_backends_under_every_profile():
+    for recipe in RECIPES:
+        for sweep in recipe.sweeps:
+            assert sweep.suite == "sumrv"
+            for profile, (backend, _) in PROFILES.items():
+                specs = sweep.specs(profile)
+                if specs is not None:
+                    plan = harness.plan(SUITE, specs, backend, list(sweep.variants) or None)
+                    assert plan.points, (recipe.name, profile, specs)
+        assert recipe.figures == () or all(stem.startswith("sumrv-") for stem in recipe.figures)
+    assert {claim.recipe for claim in CLAIMS} <= {recipe.name for recipe in RECIPES}
+    assert any(sweep.cpu for recipe in RECIPES for sweep in recipe.sweeps)  # `make figures` draws sumrv
+
+
+def test_the_suite_declares_its_recipes_claims_paper_and_kernel_build():
+    assert SUITE.recipes == RECIPES and SUITE.claims == CLAIMS
+    assert "Lawrence Murray" in SUITE.paper and "/" not in SUITE.paper
+    (source, options), = SUITE.kernel_builds()
+    assert source.name == "sumrv.cu" and "__global__" in source.read_text()
+    assert "-std=c++17" in options
+
+
+def test_claims_hold_where_strip_wins_and_the_post_s_kernel_is_slow(tmp_path):
+    verdicts = _verdicts(Frame(_frame(), tmp_path))
+    assert verdicts == {"skewdiag-speed": False, "atomic-free": True, "kernel-correct": True, "log-cost": True,
+                        "strip-fastest": True, "log-beats-peers": True, "fft-accuracy": True, "fft-crossover": True,
+                        "fma-peak": True, "call-cost": None}  # call-cost needs a `bench profile`
+
+
+def test_claims_differ_where_fft_wins_and_strip_is_below_half_the_peak(tmp_path):
+    results = Frame(_frame(fft_faster_at_1024=True, strip_peak=0.3), tmp_path)
+    verdicts = _verdicts(results)
+    assert verdicts["strip-fastest"] is False and verdicts["fma-peak"] is False
+    measured = CLAIM["strip-fastest"].ours(results)
+    assert measured.value == (22, 24) and "fft" in measured.text  # f32 and f64 at batch 4096, m = n = 1024
+    assert CLAIM["fma-peak"].ours(results).value == pytest.approx(0.3)
+
+
+def test_every_claim_is_not_measured_on_empty_results(tmp_path):
+    results = Results(tmp_path, {"sumrv": SUITE})
+    assert all(claim.ours(results) is None for claim in CLAIMS)
+
+
+def test_every_claim_computes_on_the_committed_h200_results():
+    directory = ROOT / "results" / "nvidia-h200"
+    if not (directory / "sumrv.csv").exists():
+        pytest.skip("no committed H200 results of sumrv")
+    results = Results(directory, {"sumrv": SUITE})
+    for claim in CLAIMS:
+        measured = claim.ours(results)
+        assert measured is not None and measured.text, claim.id
+        claim.holds(measured.value)
