@@ -14,6 +14,7 @@ import numpy as np
 from bench.backend import to_host
 from bench.suite import Defaults, Metric, Suite, Variant
 from impls.admodel import cpu, data, figures, lbfgs
+from impls.admodel.recipes import PAPER
 from impls.admodel.suite import DATASET, LAYOUT, PRECISIONS, SCALE, SOURCES, check_memory, precision_axis
 
 FTOL, GTOL, MEMORY, MAX_ITERATIONS = 1e-12, 1e-5, 10, 2000
@@ -170,6 +171,7 @@ class AdmodelFitSuite(Suite):
                 peer=True, needs=("torch",)),
     )
     reference = "scipy-cpu"
+    paper = PAPER  # its recipe (`fit`) and claims are the admodel suite's
     metrics = (
         Metric("iterations", "", help="L-BFGS iterations to the stopping rule"),
         Metric("evaluations", "", help="objective and gradient evaluations"),

@@ -22,6 +22,7 @@ from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
 from impls.admodel import cpu, data, figures
 from impls.admodel.data import BYTES_PER_OBSERVATION
+from impls.admodel.recipes import CLAIMS, PAPER, RECIPES
 
 PRECISIONS = {"f64": np.float64, "f32": np.float32}
 OPS = ("objective", "gradient", "both")
@@ -180,6 +181,9 @@ class AdmodelSuite(Suite):
                 "the GPU (the sort's time is setup_s, not in seconds)", devices=("gpu",)),
     )
     reference = "cpu-serial"
+    paper = PAPER
+    recipes = RECIPES  # admodel-fit's sweeps too (its recipe `fit`)
+    claims = CLAIMS
     metrics = (
         Metric("obs_per_s", "obs/s", better="higher", help="observations / seconds"),
         Metric("gbps", "GB/s", better="higher", help="effective: 23 bytes of each observation and its 26 "
@@ -295,6 +299,15 @@ class AdmodelSuite(Suite):
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
         return figures.render_evaluations(df, meta, outdir)
+
+    def kernel_builds(self) -> list[tuple]:
+        """kernels/admodel.cu with the options gpu.py compiles it with (raw_kernel's default)."""
+        import inspect
+
+        from bench.backend import raw_kernel
+        from impls.admodel import gpu
+
+        return [(gpu.KERNEL_SOURCE, inspect.signature(raw_kernel).parameters["options"].default)]
 
 
 SUITE = AdmodelSuite()
