@@ -34,10 +34,10 @@ WINDOW = figures.SPEEDUP_WINDOW  # the last whole period of K mod 32 of the swee
 PROFILE_K1024 = ("`bench profile lda --k 1024 --precision f32,f64 --iterations 1 --variant alg1,alg4,alg7,warpscan "
                  "--kernels drawz` (every counter set, after measuring the roofline's peaks)")
 PROFILE_SAWTOOTH = ("`bench profile lda --k 993,994,996,1000,1008,1016,1023,1024 --precision f32,f64 --iterations 1 "
-                    "--variant alg4,alg7 --kernels drawz --metrics time,memory,local,global,issue,stalls` (one "
+                    "--variant alg4,alg7 --kernels drawz --metric time,memory,local,global,issue,stalls` (one "
                     "period of K mod 32: remnant R = 1, 2, 4, 8, 16, 24, 31, 0)")
 PROFILE_REGISTERS = ("`bench profile lda-kernels --dataset nytimes-synth --k 1024 --precision f32,f64 "
-                     "--variant alg4,alg7 --registers 0,64,96,128 --metrics time,occupancy,local,issue,stalls`")
+                     "--variant alg4,alg7 --registers 0,64,96,128 --metric time,occupancy,local,issue,stalls`")
 
 RECIPES = (
     Recipe(
