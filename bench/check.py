@@ -13,13 +13,16 @@ Every run of a point measured with the latest code version counts (a run is one
 process; on a shared machine a whole process can be slowed), and a side's ratio is
 the median over the repeats of its least disturbed run. A time change is a
 regression only when it is both beyond the threshold and significant (two-sided Mann-Whitney U
-on the per-repeat values of all those runs, asv's rule). Points and variants in the
+on the per-repeat values of all those runs, asv's rule); where the samples are too few for
+the test ever to reach alpha (3 repeats a side: p >= 0.1), by the threshold alone (asv's
+fallback), and the p column says so. Points and variants in the
 baseline that are missing from the new file are regressions too, unless allowed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -134,9 +137,11 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
                 base_ratio, new_ratio = _least_disturbed(base_values), _least_disturbed(new_values)
                 change = new_ratio / base_ratio
                 calibrated = point["against"] == CALIBRATION
-                verdict = _verdict(change, p_value, calibration_threshold if calibrated else threshold, alpha,
-                                   "lower" if calibrated else role["better"],
-                                   role.get("unit", ""))
+                if _smallest_p(len(base_values), len(new_values)) >= alpha:
+                    p_value = np.nan  # too few repeats for the test to ever reach alpha: the threshold alone
+                verdict = _verdict(change, 0.0 if np.isnan(p_value) else p_value,
+                                   calibration_threshold if calibrated else threshold, alpha,
+                                   "lower" if calibrated else role["better"], role.get("unit", ""))
             rows.append({**row, "base_ratio": base_ratio, "new_ratio": new_ratio, "change": change,
                          "p_value": p_value, "verdict": verdict, "n_new": len(new_values)})
     if not rows:
@@ -151,6 +156,12 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
     result.attrs.update(reference=reference, threshold=threshold, calibration_threshold=calibration_threshold,
                         alpha=alpha)
     return result
+
+
+def _smallest_p(n_base: int, n_new: int) -> float:
+    """The smallest two-sided p-value a Mann-Whitney U test of samples this size can give:
+    2 / C(n_base + n_new, n_base) (3 against 3: 0.1, so at alpha = 0.05 it can flag nothing)."""
+    return 2 / math.comb(n_base + n_new, n_base) if n_base and n_new else 1.0
 
 
 def _p(base: pd.Series, new: pd.Series) -> float:
@@ -184,10 +195,14 @@ def _cells(result: pd.DataFrame) -> tuple[list[str], list[list[str]], str]:
     def number(value, spec):
         return "" if pd.isna(value) else format(value, spec)
 
+    def p_text(row):  # a ratio judged without the test: too few repeats for it
+        few = pd.isna(row["p_value"]) and not pd.isna(row["change"]) and row["against"] != ""
+        return "too few" if few else number(row["p_value"], ".3g")
+
     rows = [[*(str(row[k]) for k in varying), str(row["variant"]), str(row["metric"]), str(row["against"]),
              number(row["base"], ".4g"), number(row["new"], ".4g"), number(row["base_ratio"], ".3f"),
              number(row["new_ratio"], ".3f"), "" if pd.isna(row["change"]) else f"{(row['change'] - 1) * 100:+.1f}%",
-             number(row["p_value"], ".3g"), f"{row['n_base']}/{row['n_new']}", row["verdict"]]
+             p_text(row), f"{row['n_base']}/{row['n_new']}", row["verdict"]]
             for row in result.to_dict("records")]
     return header, rows, constant
 

@@ -452,7 +452,11 @@ def check(
 ):
     """Compare NEW with BASE metric by metric, each gated as its suite declares.
 
-    Exit 0 when nothing regressed, 1 when something regressed or is missing, 2 on bad input."""
+    A ratio counts as changed when it moved beyond --threshold and the change is
+    significant (Mann-Whitney U at --alpha); where the repeats are too few for the test
+    ever to reach --alpha (3 a side), by the threshold alone ("too few" in the p column).
+    Exit 0 when nothing regressed, 1 when something regressed or is missing, 2 on bad
+    input (also an impossible value: a time that is not positive, a negative count)."""
     from bench.check import compare, exit_code, render_json, render_markdown, render_table, summary
 
     parse_choices(fmt, ("table", "markdown", "json"), "format")

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench.errors import BenchError
@@ -228,7 +229,36 @@ def load(path: Path, suite: str | None = None, registry_schema=None) -> tuple[pd
             if len(bad):
                 line = int(bad.index[0]) + 2  # 1-based, after the header
                 raise BenchError(f"{csv_path}:{line}: column {column!r} holds {bad.iloc[0]!r}, not a number")
+    _check_values(df, schema, csv_path)
     return df, schema, sidecar
+
+
+# Columns every row fills: a row without one did not parse (a garbage line reads as NaNs).
+FILLED = ("suite", "backend", "variant", "repeat", "run_id", "code_version")
+
+
+def _check_values(df: pd.DataFrame, schema: dict, csv_path: Path) -> None:
+    """BenchError naming the file and row of the first impossible value: a row that did not
+    parse, a run's time that is not positive and finite, a negative or infinite time, count,
+    size or rate."""
+    def fail(mask, what):
+        line = int(mask[mask].index[0]) + 2  # 1-based, after the header
+        raise BenchError(f"{csv_path}:{line}: {what}")
+
+    for column in FILLED:
+        if column in df and df[column].isna().any():
+            fail(df[column].isna(), f"the row does not parse (no {column!r}): a torn or foreign line")
+    for column, role in schema["columns"].items():
+        if role["role"] not in ("metric", "calibration") or column not in df:
+            continue
+        values = pd.to_numeric(df[column], errors="coerce")
+        if np.isinf(values).any():
+            fail(np.isinf(values), f"column {column!r} holds {values[np.isinf(values)].iloc[0]}, not a finite number")
+        unit = role.get("unit", "")
+        if column == "seconds" and not (values > 0).all():
+            fail(~(values > 0), f"column 'seconds' holds {values[~(values > 0)].iloc[0]}: a run takes a positive time")
+        if (unit in ("s", "bytes", "tokens") or unit.endswith("/s")) and (values < 0).any():
+            fail(values < 0, f"column {column!r} holds {values[values < 0].iloc[0]} {unit}: never negative")
 
 
 def latest_code(df: pd.DataFrame, schema: dict) -> pd.DataFrame:

@@ -201,3 +201,17 @@ def test_reports_show_absolute_times_ratios_change_and_p():
     slow = next(r for r in rows if r["variant"] == "alg7" and r["K"] == 32 and r["metric"] == "seconds")
     assert slow["verdict"] == "SLOWER" and slow["new"] == pytest.approx(1.0, rel=0.05)
     assert slow["base"] == pytest.approx(0.5, rel=0.05)
+
+
+def test_too_few_repeats_for_the_test_fall_back_to_the_threshold():
+    few = {"alg4": 0.6}
+    base = results(few, seed=1)
+    new = results({"alg4": 1.2}, seed=2)  # alg4 twice as slow
+    base, new = (df[df["repeat"] < 3] for df in (base, new))  # 3 repeats a side: p >= 0.1 at best
+    result = compare(new, base, SCHEMA)
+    alg4 = result[(result["variant"] == "alg4") & (result["metric"] == "seconds")]
+    assert set(alg4["verdict"]) == {"SLOWER"} and alg4["p_value"].isna().all()
+    assert exit_code(result) == 1
+    assert "too few" in render_markdown(result)
+    same = compare(results(few, seed=3).query("repeat < 3"), base, SCHEMA)
+    assert set(same["verdict"]) == {"SAME"}  # small noise stays below the threshold

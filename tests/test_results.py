@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import envinfo
+from bench import envinfo, results
 from bench.errors import BenchError
 from bench.results import (
     append_rows, key_columns, latest_code, load, measured_repeats, read_csv, read_sidecar, repeats_done,
@@ -248,3 +248,41 @@ def test_latest_code_keeps_every_run_of_the_newest_code_per_variant():
                       + rows("alg4", "old", "a", 1))
     kept = latest_code(df, {"columns": {"suite": AXIS, "K": AXIS}})
     assert sorted(set(zip(kept["variant"], kept["run_id"]))) == [("alg1", "b"), ("alg1", "c"), ("alg4", "a")]
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("seconds", "-1", "a run takes a positive time"), ("seconds", "0", "a run takes a positive time"),
+    ("seconds", "inf", "not a finite number"), ("seconds", "", "a run takes a positive time"),
+    ("draw_z_s", "-0.5", "never negative"), ("tokens", "-3", "never negative"),
+    ("suite", "", "the row does not parse"),
+])
+def test_impossible_values_name_the_file_and_row(tmp_path, column, value, message):
+    from bench.suite import get_suite
+
+    suite = get_suite("lda")
+    schema = results.schema_for(suite)
+    columns = results.row_columns(schema)
+    good = {c: "1" for c in columns}
+    good.update(suite="lda", backend="cpu", variant="alg1", run_id="r", code_version="c", group="g",
+                timestamp="2026-01-01T00:00:00+00:00")
+    rows = [dict(good), dict(good, **{column: value}), dict(good)]
+    path = tmp_path / "lda.csv"
+    results.append_rows(path, rows, columns)
+    with pytest.raises(BenchError, match=rf"lda.csv:3: .*{message}"):
+        results.load(path, "lda", lambda name: schema)
+
+
+def test_a_garbage_line_in_the_middle_is_refused(tmp_path):
+    from bench.suite import get_suite
+
+    schema = results.schema_for(get_suite("lda"))
+    columns = results.row_columns(schema)
+    good = {c: "1" for c in columns}
+    good.update(suite="lda", backend="cpu", variant="alg1", run_id="r", code_version="c")
+    path = tmp_path / "lda.csv"
+    results.append_rows(path, [good], columns)
+    with open(path, "a") as f:
+        f.write("garbage\n")
+    results.append_rows(path, [good], columns)
+    with pytest.raises(BenchError, match="lda.csv:3: the row does not parse"):
+        results.load(path, "lda", lambda name: schema)
