@@ -329,7 +329,8 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     for line in plan.describe_skips():
         console.print(line)
 
-    done = 0
+    done = elsewhere = 0
+    claims = results.Claims(settings.out_dir, suite.name)
     started = last_note = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     status = {"status": "complete"}
@@ -338,6 +339,16 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
         with own_bar or nullcontext():
             bar, task = (own_bar, own_bar.add_task("starting", total=len(todo))) if own_bar else progress
             for point, first in todo:
+                if not claims.take(point):
+                    elsewhere += 1  # another process is measuring it
+                    bar.advance(task)
+                    continue
+                if not settings.fresh:  # measured by another process since this one made its list
+                    first = results.repeats_done(results.measured_repeats(csv_path, schema, code, settings.warmup),
+                                                 point, [name for name, _ in plan.variants_at(point)])
+                    if first >= settings.repeats:
+                        bar.advance(task)
+                        continue
                 if before_point:
                     before_point(point, len(todo) - done)
                 bar.update(task, description=label + describe(point))
@@ -371,10 +382,14 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                       "traceback": traceback.format_exc(limit=8) if not isinstance(error, BenchError) else None}
         raise
     finally:
+        claims.release()
         signal.signal(signal.SIGTERM, previous)
         kernels = compiled_kernels() if plan.backend == "gpu" else {}
         results.update_sidecar(sidecar, run_id, {**status, "points_done": done, "finished": now(),
                                                  "peak_host_memory_gib": peak_host_memory_gib(),
                                                  **({"kernels": kernels} if kernels else {})})
+    if elsewhere:
+        console.print(f"{elsewhere} points skipped: another process was measuring them (run the same command "
+                      "again once it is done to check that nothing is missing)")
     console.print(f"{done} points measured; results in {csv_path}")
     return 0

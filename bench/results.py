@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import hashlib
 import io
 import json
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
@@ -296,6 +298,61 @@ def measured_repeats(csv_path: Path, schema: dict, code_version: str, warmup: in
 def repeats_done(index: dict, point: Mapping, variants: Iterable[str]) -> int:
     """The repeats every variant of the point already has (0 when one has none)."""
     return min((index.get(_point_id({**point, "variant": v}), 0) for v in variants), default=0)
+
+
+class Claims:
+    """The points this process is measuring, claimed by files in .<suite>.claims/ beside the
+    results, each holding the claimant's pid: two sweeps into one directory measure each
+    point once. A claim whose process is gone (killed, crashed) is taken over."""
+
+    def __init__(self, directory: Path, suite: str):
+        self.directory = Path(directory) / f".{suite}.claims"
+        self.held: list[Path] = []
+
+    def take(self, point: Mapping) -> bool:
+        """True once this process holds the point; False while another live process does."""
+        key = "|".join(f"{k}={as_text(v)}" for k, v in sorted(point.items()))
+        path = self.directory / hashlib.sha256(key.encode()).hexdigest()[:24]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if _alive(path):
+                    return False
+                path.unlink(missing_ok=True)  # the claimant died: take it over
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            self.held.append(path)
+            return True
+        return False
+
+    def release(self) -> None:
+        for path in self.held:
+            path.unlink(missing_ok=True)
+        self.held.clear()
+        try:
+            self.directory.rmdir()  # where no other process holds a claim
+        except OSError:
+            pass
+
+
+def _alive(claim: Path) -> bool:
+    """Whether the process named in a claim file still runs (a file being written counts)."""
+    try:
+        pid = int(claim.read_text() or 0)
+    except (OSError, ValueError):
+        return True
+    if not pid:  # created, its pid not yet written (or never: the writer died at once)
+        return time.time() - claim.stat().st_mtime < 10
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def read_sidecar(json_path: Path) -> dict:

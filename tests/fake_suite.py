@@ -3,6 +3,9 @@
 a tolerance, a per-iteration series, an invalid combination, a peer whose package
 is missing and a GPU-only variant. Registered in tests with BENCH_SUITES=fake=fake_suite."""
 
+import os
+import time
+
 import numpy as np
 
 from bench.recipes import Claim, Measured, Recipe, Sweep, size
@@ -75,6 +78,7 @@ class FakeSuite(Suite):
         return None
 
     def prepare(self, point):
+        time.sleep(float(os.environ.get("FAKE_SUITE_SLEEP", 0)))  # a slow point: concurrent sweeps overlap
         if point["n"] == UNLUCKY:
             raise RuntimeError(f"n = {UNLUCKY} is unlucky")
         return np.arange(point["n"], dtype=np.float64), point["method"]

@@ -207,3 +207,33 @@ def test_lda_sweep_check_and_figures_end_to_end(tmp_path):
 def test_env_names_this_machine():
     env = bench("env")
     assert env.returncode == 0 and '"cpu_model"' in env.stdout
+
+
+def test_two_identical_sweeps_at_once_measure_each_point_once(tmp_path):
+    out = tmp_path / "results"
+    env = {**ENV, "FAKE_SUITE_SLEEP": "0.7"}
+    args = [sys.executable, "-m", "bench", "sweep", "fake", "-a", "n=64,128", "--out", str(out)]
+    runs = [subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    df = pd.read_csv(out / "fake.csv")
+    measured = df.groupby(["n", "method", "variant", "repeat"]).size()
+    assert len(measured) == 4 * 2 * 2 and (measured == 1).all()  # 4 points, 2 variants, 2 repeats: once each
+    said = " ".join(err for _, err in outputs)
+    assert "another process was measuring them" in said or "already have" in said
+    assert not (out / ".fake.claims").exists()  # released
+
+
+def test_a_claim_of_a_dead_process_is_taken_over(tmp_path):
+    from bench.results import Claims
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    point = {"n": 64, "method": "loop"}
+    first = Claims(tmp_path, "fake")
+    assert first.take(point)
+    [claim] = first.held
+    claim.write_text(dead.stdout.strip())  # as if its process had died holding it
+    assert Claims(tmp_path, "fake").take(point)
+    claim.write_text(str(os.getppid()))  # a live process
+    assert not Claims(tmp_path, "fake").take(point)
