@@ -208,9 +208,16 @@ def describe(jobs: list[Job], estimator: Estimator, machine: Machine, profile: s
     number of points without one."""
     lines, total, unknown = [], 0.0, 0
     for job in jobs:
-        head = f"{job.label} ({job.recipe.reproduces}): {job.sweep.suite}"
+        if not lines or job.label != last:
+            in_profile = [j for j in jobs if j.label == job.label and j.size is not None]
+            lines.append(f"{job.label}: {job.recipe.reproduces}" + ("" if in_profile else
+                                                                    f" (not in the {profile} profile)"))
+            last = job.label
+        head = f"    {job.sweep.suite}"
+        if job.size is None:  # the sweep is not part of this profile: nothing to say
+            continue
         if job.skip:
-            lines.append(f"  {head}: skipped, {job.skip}")
+            lines.append(f"{head}: skipped, {job.skip}")
             continue
         points, variants = len(job.plan.points), len(job.plan.variants)
         estimates = [estimator.point(job, point, done) for point, done in job.todo]
@@ -221,12 +228,12 @@ def describe(jobs: list[Job], estimator: Estimator, machine: Machine, profile: s
                                                           len(known) < len(estimates) else "")) if known else \
             "no estimate"
         spec = " ".join(f"{k}={v}" for k, v in job.sweep.specs(profile).items())
-        lines.append(f"  {head}: {points} points x {variants} variants x {job.settings.repeats} repeats; "
+        lines.append(f"{head}: {points} points x {variants} variants x {job.settings.repeats} repeats; "
                      f"{len(job.todo)} to measure, {expected}; {spec}")
         for line in job.plan.describe_skips():
-            lines.append(f"      {line}")
+            lines.append(f"        {line}")
         if job.downloads:
-            lines.append(f"      needs {', '.join(job.downloads)}: not in the cache or on BENCH_DATA_PATH, "
+            lines.append(f"        needs {', '.join(job.downloads)}: not in the cache or on BENCH_DATA_PATH, "
                          "downloaded first (skipped if that fails)")
     return lines, total, unknown
 

@@ -40,7 +40,9 @@ def test_dry_run_plans_every_profile_and_measures_nothing(tmp_path):
         assert f"{points} points to measure" in dry.stdout
         assert "no estimate" in dry.stdout
     quick = bench("reproduce", "fake:fig1", "--profile", "quick", "--dry-run", "--results", tmp_path / "r")
-    assert "not in the quick profile" in quick.stderr and "fake:fig1" in quick.stderr
+    assert "fake:fig1: Figure 1: time against n" in quick.stderr and "fake: 5 points" in quick.stderr
+    unlucky = bench("reproduce", "fake:unlucky", "--profile", "quick", "--dry-run", "--results", tmp_path / "r")
+    assert "fake:unlucky: Figure 2: a size that fails (not in the quick profile)" in unlucky.stderr
     assert not (tmp_path / "r").exists()
 
 
