@@ -119,19 +119,17 @@ def _plan(extra, axis, variant, backend, **kwargs):
     return harness.plan(suite, given, backend, variants, **kwargs)
 
 
-def _out_dir(out_dir: Path | None, backend: str) -> Path:
+def _out_dir(out_dir: Path | None, backend: str, option: str = "--out") -> Path:
     """--out, or results/<machine>/: BenchError where it cannot be written."""
     directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), backend)
     if directory.exists() and not directory.is_dir():
-        raise BenchError(f"--out {directory}: not a directory")
+        raise BenchError(f"{option} {directory}: not a directory")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise BenchError(f"--out {directory}: cannot create it ({error.strerror})") from None
-    if not directory.is_dir():
-        raise BenchError(f"--out {directory}: not a directory")
+        raise BenchError(f"{option} {directory}: cannot create it ({error.strerror})") from None
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise BenchError(f"--out {directory}: not writable")
+        raise BenchError(f"{option} {directory}: not writable")
     return directory
 
 
@@ -411,6 +409,7 @@ def reproduce(
     out.print(f"{pending} points to measure; {estimate}")
     if dry_run:
         return
+    _out_dir(results_dir / machine.slug, backend, "--results")  # a one-line error where it cannot be written
     clock = plans.Budget(seconds, estimator)
     first = next(((job, point, done) for job in jobs if not job.skip for point, done in job.todo), None)
     if seconds is not None and first is not None:

@@ -105,18 +105,18 @@ class Machine:
 
 
 def this_machine(backend: str) -> Machine:
+    """This machine as a profile's backend sees it (a GPU profile without a GPU: unknown)."""
     from bench import envinfo
     from bench.backend import gpu_available
 
     host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    if backend != "gpu" or not gpu_available():
-        env = envinfo.collect_env([])
-        if backend == "cpu":
-            return Machine(envinfo.machine_slug(env, "cpu"), 0, 0.0, host)
+    env = envinfo.collect_env([])
+    if backend == "cpu":
+        return Machine(envinfo.machine_slug(env, "cpu"), 0, 0.0, host)
+    if not gpu_available():
         return Machine("", None, 0.0, host)
     import cupy
 
-    env = envinfo.collect_env([])
     memory = cupy.cuda.runtime.getDeviceProperties(0)["totalGlobalMem"] / 2**30
     return Machine(envinfo.machine_slug(env, "gpu"), env["gpu_count"], memory, host)
 

@@ -110,3 +110,10 @@ def test_budget_too_short_and_a_stop_that_resumes(tmp_path):
     rest = bench("reproduce", "fake:fig1", "--profile", "cpu", "--results", results, "--figures", figures)
     assert rest.returncode == 0, rest.stderr
     assert "2 points to measure" in rest.stdout
+
+
+def test_a_results_folder_that_cannot_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert_one_line_error(bench("reproduce", "fake:fig1", "--profile", "cpu", "--results", blocker), "--results",
+                          "cannot create it")
