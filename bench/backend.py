@@ -72,9 +72,10 @@ def kernel_attributes(kernel) -> dict:
 
 
 def compiled_kernels() -> dict[str, dict]:
-    """Every kernel this process compiled, with its resources (recorded in a GPU run's sidecar)."""
-    return {name: {"source": source.name, "options": " ".join(options), **kernel_attributes(kernel)}
-            for (source, name, options), kernel in sorted(_COMPILED.items(), key=lambda item: item[0][1])}
+    """Every kernel this process compiled ("name options"), with its resources (recorded in a
+    GPU run's sidecar)."""
+    return {" ".join((name, *options)): {"source": source.name, **kernel_attributes(kernel)}
+            for (source, name, options), kernel in sorted(_COMPILED.items(), key=lambda item: item[0][1:])}
 
 
 def kernel_names(source: Traversable, options: tuple[str, ...] = ("-std=c++17",)) -> list[str]:

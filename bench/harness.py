@@ -240,6 +240,17 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
     return rows, series
 
 
+def _kernels(backend: str) -> dict:
+    """The kernels this process compiled, with their resources; {} off the GPU, or where the
+    GPU cannot say (a failed kernel can leave its context unusable: the failure is reported)."""
+    if backend != "gpu":
+        return {}
+    try:
+        return compiled_kernels()
+    except Exception:
+        return {}
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -251,6 +262,9 @@ def now() -> str:
 def new_run_id() -> str:
     """A run's id: its UTC start and a random suffix, so that ids sort by time."""
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+
+
+INTERRUPTS = {signal.SIGINT, signal.SIGTERM, signal.SIGALRM}
 
 
 class Stop(Exception):
@@ -330,6 +344,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
         console.print(line)
 
     done = elsewhere = 0
+    kernels_before = set(_kernels(plan.backend))  # the sidecar records those this sweep compiles
     claims = results.Claims(settings.out_dir, suite.name)
     started = last_note = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -355,8 +370,13 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                 rows, series = measure_point(plan, point, settings, first, settings.repeats - first)
                 stamp = {"warmup": settings.warmup, "group": uuid.uuid4().hex[:12], "run_id": run_id,
                          "code_version": code, "timestamp": now(), "machine": machine}
-                results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
-                results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
+                # A point's series and rows are written together: an interrupt waits until both are.
+                blocked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+                try:
+                    results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
+                    results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 done += 1
                 bar.advance(task)
                 if not console.is_terminal and (time.monotonic() - last_note > 30 or done == len(todo)):
@@ -384,7 +404,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     finally:
         claims.release()
         signal.signal(signal.SIGTERM, previous)
-        kernels = compiled_kernels() if plan.backend == "gpu" else {}
+        kernels = {name: v for name, v in _kernels(plan.backend).items() if name not in kernels_before}
         results.update_sidecar(sidecar, run_id, {**status, "points_done": done, "finished": now(),
                                                  "peak_host_memory_gib": peak_host_memory_gib(),
                                                  **({"kernels": kernels} if kernels else {})})

@@ -158,7 +158,7 @@ def build(selected: list[tuple[Suite, Recipe]], profile: str, results_root: Path
 class Estimator:
     """Expected wall time of a point, from a machine type's earlier results: the time between
     the point's row and the one before it in the same run (the whole point: its set-up, the
-    warm-ups and the repeats), scaled to the repeats asked for; the median over runs."""
+    warm-ups and the repeats), scaled to the repeats asked for; the mean over runs."""
 
     def __init__(self, directory: Path | None):
         self.directory = directory
@@ -190,7 +190,8 @@ class Estimator:
         seconds = (points["time"] - previous).dt.total_seconds()
         per_run = seconds / (points["warmup"] + points["repeats"])  # per warm-up or repeat
         key = points[keys].astype(str).agg("|".join, axis=1)
-        return per_run[seconds > 0].groupby(key[seconds > 0]).median()
+        # Timestamps are whole seconds: a short point's gap is 0 or 1; the mean of them is unbiased.
+        return per_run[seconds.notna()].groupby(key[seconds.notna()]).mean()
 
     def point(self, job: Job, point: dict, done: int) -> float | None:
         walls = self._point_walls(get_suite(job.sweep.suite))
@@ -272,6 +273,9 @@ class Budget:
             if self.started is not None:
                 label, when = self.started
                 self.walls.setdefault(label, []).append(time.monotonic() - when)
+            if self.stopped or self.left() <= 0:
+                self.stopped = True
+                raise harness.Stop("the budget ran out")
             done = next((d for p, d in job.todo if p == point), 0)
             expected = self.expected(job, point, done)
             if expected is not None and expected > self.left():

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import socket
 import tempfile
 import time
 import warnings
@@ -254,12 +255,14 @@ def _check_values(df: pd.DataFrame, schema: dict, csv_path: Path) -> None:
         if role["role"] not in ("metric", "calibration") or column not in df:
             continue
         values = pd.to_numeric(df[column], errors="coerce")
-        if np.isinf(values).any():
-            fail(np.isinf(values), f"column {column!r} holds {values[np.isinf(values)].iloc[0]}, not a finite number")
         unit = role.get("unit", "")
         if column == "seconds" and not (values > 0).all():
             fail(~(values > 0), f"column 'seconds' holds {values[~(values > 0)].iloc[0]}: a run takes a positive time")
-        if (unit in ("s", "bytes", "tokens") or unit.endswith("/s")) and (values < 0).any():
+        if not (unit in ("s", "bytes", "tokens") or unit.endswith("/s")):
+            continue  # an error may be infinite (sumrv counts a NaN output so), a log-likelihood negative
+        if np.isinf(values).any():
+            fail(np.isinf(values), f"column {column!r} holds {values[np.isinf(values)].iloc[0]}, not a finite number")
+        if (values < 0).any():
             fail(values < 0, f"column {column!r} holds {values[values < 0].iloc[0]} {unit}: never negative")
 
 
@@ -323,7 +326,7 @@ class Claims:
                 path.unlink(missing_ok=True)  # the claimant died: take it over
                 continue
             with os.fdopen(fd, "w") as f:
-                f.write(str(os.getpid()))
+                f.write(f"{socket.gethostname()} {os.getpid()}")
             self.held.append(path)
             return True
         return False
@@ -339,13 +342,21 @@ class Claims:
 
 
 def _alive(claim: Path) -> bool:
-    """Whether the process named in a claim file still runs (a file being written counts)."""
+    """Whether the process named in a claim file ("host pid") may still run: on this host, a
+    live process other than this one (whose own claims are all held by a Claims, so one of
+    its pid is a dead process's that had the same pid); on another host, presumably; a
+    file being written counts."""
     try:
-        pid = int(claim.read_text() or 0)
+        host, _, pid = claim.read_text().partition(" ")
+        pid = int(pid or 0)
     except (OSError, ValueError):
         return True
     if not pid:  # created, its pid not yet written (or never: the writer died at once)
         return time.time() - claim.stat().st_mtime < 10
+    if host != socket.gethostname():
+        return True
+    if pid == os.getpid():
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

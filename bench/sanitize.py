@@ -17,7 +17,7 @@ PREFIX = "========="
 # Lines of the sanitizer's own that are not the start of an error report.
 _NOT_REPORTS = re.compile(r"^(COMPUTE-SANITIZER|ERROR SUMMARY|RACECHECK SUMMARY|Saved host backtrace|Host Frame|"
                           r"Program hit|Target application returned|No .*error|LEAK SUMMARY)")
-_SUMMARY = re.compile(r"(?:ERROR SUMMARY|RACECHECK SUMMARY): (\d+) (?:error|hazard)")
+_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: .*?\((\d+) error")
 # The kernel of a report: a name followed by its arguments or an offset ("k(int *)+0x90", "k+0x90", "in k(...)").
 _KERNEL = re.compile(r"\b([A-Za-z_]\w*)(?:<[^>]*>)?(?:\(|\+0x)")
 _NOISE = {"at", "in", "and", "by"}
@@ -41,6 +41,8 @@ def reports(lines: list[str]) -> list[tuple[str, str]]:
         if not text or _NOT_REPORTS.match(text):
             continue
         if not body.startswith("  "):
+            if text.startswith("Warning"):  # racecheck's warnings (hazards it does not count as errors)
+                continue
             found.append(["?", text])
         if found and found[-1][0] == "?" and " at " in f" {text}":
             names = [n for n in _KERNEL.findall(f" {text}".split(" at ", 1)[1]) if n not in _NOISE]
@@ -66,7 +68,7 @@ def run(suite, tool: str, command: list[str], echo=print) -> int:
             echo(line.rstrip("\n"))
     status = process.wait()
     found = reports(lines)
-    totals = [int(m.group(1)) for line in lines if (m := _SUMMARY.search(line))]
+    totals = [int(m.group(1) or m.group(2)) for line in lines if (m := _SUMMARY.search(line))]
     errors = max(len(found), sum(totals))
     for (kernel, what), n in sorted(Counter(found).items()):
         echo(f"  {n} x {kernel}: {what}")

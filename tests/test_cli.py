@@ -5,6 +5,7 @@ fake suite) goes through sweep, resume, check and figures with no special case."
 import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -233,7 +234,7 @@ def test_a_claim_of_a_dead_process_is_taken_over(tmp_path):
     first = Claims(tmp_path, "fake")
     assert first.take(point)
     [claim] = first.held
-    claim.write_text(dead.stdout.strip())  # as if its process had died holding it
+    claim.write_text(f"{socket.gethostname()} {dead.stdout.strip()}")  # as if its process had died holding it
     assert Claims(tmp_path, "fake").take(point)
-    claim.write_text(str(os.getppid()))  # a live process
+    claim.write_text(f"{socket.gethostname()} {os.getppid()}")  # a live process
     assert not Claims(tmp_path, "fake").take(point)

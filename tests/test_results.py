@@ -286,3 +286,31 @@ def test_a_garbage_line_in_the_middle_is_refused(tmp_path):
     results.append_rows(path, [good], columns)
     with pytest.raises(BenchError, match="lda.csv:3: the row does not parse"):
         results.load(path, "lda", lambda name: schema)
+
+
+def test_an_infinite_error_is_a_value_not_a_fault(tmp_path):
+    from bench.suite import get_suite
+
+    suite = get_suite("sumrv")  # writes max_rel_error = inf where a variant's output is NaN
+    schema = results.schema_for(suite)
+    columns = results.row_columns(schema)
+    good = {c: "1" for c in columns}
+    good.update(suite="sumrv", backend="cpu", variant="naive", run_id="r", code_version="c", max_rel_error="inf")
+    path = tmp_path / "sumrv.csv"
+    results.append_rows(path, [good], columns)
+    df, _, _ = results.load(path, "sumrv", lambda name: schema)
+    assert np.isinf(df["max_rel_error"]).all()
+
+
+def test_a_claim_of_this_pid_is_a_dead_process_s(tmp_path):
+    import socket
+
+    point = {"n": 64}
+    first = results.Claims(tmp_path, "fake")
+    assert first.take(point)
+    [claim] = first.held
+    first.held.clear()  # as if an earlier process with this pid had died holding it
+    assert claim.read_text() == f"{socket.gethostname()} {os.getpid()}"
+    assert results.Claims(tmp_path, "fake").take(point)
+    claim.write_text(f"another-host {os.getpid()}")  # another host's process: cannot tell, so it holds
+    assert not results.Claims(tmp_path, "fake").take(point)
