@@ -327,10 +327,10 @@ def _draw(results_dir: Path, figures_dir: Path, machines: list[str] | None = Non
     from bench.figures import render_all
 
     suites = all_suites()
-    _machine_dirs(results_dir)  # a one-line error where there is no such directory
+    directories = _machine_dirs(results_dir)  # first: a one-line error where there is no such directory
     written = render_all(results_dir, figures_dir, suites, warn=lambda text: err.print(f"[yellow]{text}[/]"),
                          machines=machines)
-    for directory in _machine_dirs(results_dir):
+    for directory in directories:
         if machines is None or directory.name in machines:
             written.append(report.write(directory, figures_dir / directory.name, suites))
     return written

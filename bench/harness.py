@@ -251,6 +251,14 @@ def _kernels(backend: str) -> dict:
         return {}
 
 
+def _size(path: Path) -> int:
+    """A file's size (0 where there is none yet): it grows only when rows are appended."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -346,6 +354,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     done = elsewhere = 0
     kernels_before = set(_kernels(plan.backend))  # the sidecar records those this sweep compiles
     claims = results.Claims(settings.out_dir, suite.name)
+    written = _size(csv_path)  # the results file as this process last saw it
     started = last_note = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     status = {"status": "complete"}
@@ -358,9 +367,11 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                     elsewhere += 1  # another process is measuring it
                     bar.advance(task)
                     continue
-                if not settings.fresh:  # measured by another process since this one made its list
+                if not settings.fresh and _size(csv_path) != written:
+                    # Another process wrote rows since this one made its list: this point may be among them.
                     first = results.repeats_done(results.measured_repeats(csv_path, schema, code, settings.warmup),
                                                  point, [name for name, _ in plan.variants_at(point)])
+                    written = _size(csv_path)
                     if first >= settings.repeats:
                         bar.advance(task)
                         continue
@@ -377,6 +388,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                     results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
                 finally:
                     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                written = _size(csv_path)
                 done += 1
                 bar.advance(task)
                 if not console.is_terminal and (time.monotonic() - last_note > 30 or done == len(todo)):

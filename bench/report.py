@@ -54,20 +54,21 @@ class Results:
         return latest_code(read_csv(path), self._load(suite)[1])
 
     @cache
+    def _profile(self, suite: str):
+        from bench.figures import latest_profile
+
+        path = self.directory / f"{suite}-profile.csv"
+        return latest_profile(path) if path.exists() else None
+
     def profile(self, suite: str) -> pd.DataFrame:
         """The newest code's `bench profile` rows (bench.figures.latest_profile), or empty."""
-        from bench.figures import latest_profile
+        run = self._profile(suite)
+        return run.rows if run else pd.DataFrame()
 
-        path = self.directory / f"{suite}-profile.csv"
-        return latest_profile(path).rows if path.exists() else pd.DataFrame()
-
-    @cache
     def profile_peaks(self, suite: str) -> dict:
         """The peaks (bench.peaks) measured in the newest `bench profile` run, or {}."""
-        from bench.figures import latest_profile
-
-        path = self.directory / f"{suite}-profile.csv"
-        return latest_profile(path).info.get("peaks", {}) if path.exists() else {}
+        run = self._profile(suite)
+        return run.info.get("peaks", {}) if run else {}
 
 
 def _distinct(values) -> str:
