@@ -306,7 +306,8 @@ def pending(plan: Plan, settings: Settings) -> list[tuple[dict, int]]:
     return [(point, done) for point, done in todo if done < settings.repeats]
 
 
-def _progress_bar() -> Progress:
+def progress_bar() -> Progress:
+    """The progress display of a sweep, and of bench reproduce's whole plan."""
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("ETA"), TimeRemainingColumn(), console=console)
 
@@ -358,7 +359,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     started = last_note = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     status = {"status": "complete"}
-    own_bar = _progress_bar() if progress is None else None
+    own_bar = progress_bar() if progress is None else None
     try:
         with own_bar or nullcontext():
             bar, task = (own_bar, own_bar.add_task("starting", total=len(todo))) if own_bar else progress

@@ -316,7 +316,7 @@ def run(jobs: list[Job], budget: Budget, echo) -> tuple[list[str], list[str]]:
             job.skip = f"corpus not available: {'; '.join(missing)}"
             echo(f"{job.label}: skipped, {job.skip}")
     runnable = [job for job in runnable if not job.skip]
-    progress = harness._progress_bar()
+    progress = harness.progress_bar()
     with progress, budget:
         task = progress.add_task("reproduce", total=sum(len(job.todo) for job in runnable))
         for job in runnable:
