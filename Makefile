@@ -3,20 +3,23 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 BENCH := $(BIN)/bench
-# The CI regression check: a small CPU sweep compared with the committed baseline
-# in .ci/baseline/, as ratios over alg1 measured in the same repeat, and alg1's
-# time over the calibration (fixed prefix sums) measured in the same repeat, which
-# catches a slower alg1 or everything slower at once.  On the 2-core CI machines
-# the emulated warps of alg4/alg7 run in a fast or a slow mode that is fixed for a
-# whole process (up to 1.65x apart), so both sides are measured in CI_RUNS separate
-# one-thread processes and bench check takes the least disturbed run of each point.
-# The thresholds are 60%, not the 10% default: under load one point of 5 processes
-# moved by 45%, and CI must never flake; twice as slow moves a ratio by 80-100%.
-CI_SWEEP := --backend cpu --k 96,320,800 --precision f32,f64 --dataset wiki-synth --scale 0.005 \
-            --iterations 2 --repeats 3 --warmup 1 --variant alg1,alg4,alg7
+# The CI regression check: every suite's gate (`bench reproduce --profile ci`, on the CPU
+# here) measured in CI_RUNS separate one-thread processes and compared by `bench check` with
+# the committed baseline in $(CI_BASELINE): times as ratios over each suite's reference
+# measured in the same repeat, the reference over the calibration measured in the same
+# repeat (a slower reference or everything slower at once), quality metrics by their
+# tolerance. On the 2-core CI machines the emulated warps of alg4/alg7 run in a fast or a
+# slow mode that is fixed for a whole process (up to 1.65x apart), so bench check takes the
+# least disturbed run of each point. The thresholds are 60%, not the 10% default: under load
+# one point of 5 processes moved by 45%, and CI must never flake; twice as slow moves a
+# ratio by 80-100%.
+CI_MACHINE ?= cpu-amd-epyc-2c
+CI_BASELINE := results/$(CI_MACHINE)/ci
 CI_RUNS := 8
 CI_THRESHOLD ?= 0.60
 CI_CALIBRATION_THRESHOLD ?= 0.60
+ci_runs = rm -rf .ci/tmp; for run in $$(seq $(CI_RUNS)); do \
+	  NUMBA_NUM_THREADS=1 $(BENCH) reproduce --profile ci --fresh --results .ci/tmp || exit 1; done
 
 .PHONY: setup test figures sweep regression baseline kernels wheel-check gpu-test clean
 
@@ -41,14 +44,14 @@ sweep: setup
 	$(BENCH) sweep
 
 regression: setup
-	rm -rf .ci/tmp
-	for run in $$(seq $(CI_RUNS)); do NUMBA_NUM_THREADS=1 $(BENCH) sweep $(CI_SWEEP) --out .ci/tmp --fresh || exit 1; done
-	$(BENCH) check .ci/tmp/lda.csv --baseline .ci/baseline/lda.csv --threshold $(CI_THRESHOLD) \
+	$(ci_runs)
+	$(BENCH) check .ci/tmp/*/ci --baseline $(CI_BASELINE) --threshold $(CI_THRESHOLD) \
 	  --calibration-threshold $(CI_CALIBRATION_THRESHOLD)
 
+# The CPU baseline, measured again (on the CI machine type, CI_MACHINE).
 baseline: setup
-	rm -rf .ci/baseline
-	for run in $$(seq $(CI_RUNS)); do NUMBA_NUM_THREADS=1 $(BENCH) sweep $(CI_SWEEP) --out .ci/baseline --fresh || exit 1; done
+	$(ci_runs)
+	rm -rf $(CI_BASELINE) && mkdir -p $(dir $(CI_BASELINE)) && mv .ci/tmp/*/ci $(CI_BASELINE)
 
 # Every CUDA kernel must build (PTX for sm_90) even where there is no GPU.
 kernels:

@@ -93,7 +93,7 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
     if base_schema is not None and set(key_columns(base_schema)) != set(keys):
         raise BenchError(f"NEW and BASE have different axes: NEW {sorted(keys)} vs BASE "
                          f"{sorted(key_columns(base_schema))}")
-    reference = schema["reference"]
+    reference = reference_of(schema, new)
     gated = gated_metrics(schema)
     if metrics:
         unknown = [m for m in metrics if m not in gated]
@@ -153,9 +153,15 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
     result = result[[*by, *STAT_COLUMNS]]
     if (result["verdict"] == "MISSING").all():
         raise _nothing_matches(new, base, keys)
-    result.attrs.update(reference=reference, threshold=threshold, calibration_threshold=calibration_threshold,
+    result.attrs.update(suite=schema["suite"], reference=reference, threshold=threshold, calibration_threshold=calibration_threshold,
                         alpha=alpha)
     return result
+
+
+def reference_of(schema: dict, df: pd.DataFrame) -> str:
+    """The variant the ratios are over: the suite's GPU reference where every row ran on a GPU."""
+    on_gpu = "backend" in df and len(df) and (df["backend"] == "gpu").all()
+    return schema.get("gpu_reference") or schema["reference"] if on_gpu else schema["reference"]
 
 
 def _smallest_p(n_base: int, n_new: int) -> float:
@@ -210,7 +216,7 @@ def _cells(result: pd.DataFrame) -> tuple[list[str], list[list[str]], str]:
 def render_table(result: pd.DataFrame) -> Table:
     header, rows, constant = _cells(result)
     attrs = result.attrs
-    title = (f"ratios over {attrs['reference']} (threshold {attrs['threshold']:.0%}); {attrs['reference']} over "
+    title = (f"{attrs['suite']}: ratios over {attrs['reference']} (threshold {attrs['threshold']:.0%}); {attrs['reference']} over "
              f"the calibration (threshold {attrs['calibration_threshold']:.0%})") if "reference" in attrs else None
     table = Table(title=title, caption=constant or None)
     for name in header:
@@ -227,9 +233,10 @@ def render_markdown(result: pd.DataFrame) -> str:
     return "\n".join(lines + ([f"\n{constant}"] if constant else []))
 
 
-def render_json(result: pd.DataFrame) -> str:
-    records = json.loads(result.to_json(orient="records"))
-    return json.dumps({"settings": result.attrs, "rows": records}, indent=1)
+def render_json(results: list[pd.DataFrame]) -> str:
+    """{"suites": [{"settings": ..., "rows": [...]}, ...]}, a suite each."""
+    return json.dumps({"suites": [{"settings": result.attrs, "rows": json.loads(result.to_json(orient="records"))}
+                                  for result in results]}, indent=1)
 
 
 def summary(result: pd.DataFrame, allow_missing: bool = False) -> str:

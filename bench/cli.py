@@ -16,7 +16,7 @@ from bench import __version__, envinfo, harness, results
 from bench.backend import gpu_available, resolve_backend
 from bench.corpus import CorpusError
 from bench.errors import BenchError
-from bench.recipes import PROFILES
+from bench.recipes import PROFILES, backend_of
 from bench.specs import parse_choices
 from bench.suite import DEFAULT_SUITE, all_suites, get_suite, suite_names
 
@@ -362,7 +362,7 @@ def report(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
 def reproduce(
     targets: Optional[list[str]] = typer.Argument(None, metavar="[SUITE[:RECIPE]]...", show_default=False,
                                                   help="Suites or single recipes.", ),
-    profile: Optional[str] = typer.Option(None, "--profile", metavar="cpu|quick|paper", help="Sizes: "
+    profile: Optional[str] = typer.Option(None, "--profile", metavar="|".join(PROFILES), help="Sizes: "
                                           + "; ".join(f"{name}: {what}" for name, (_, what) in PROFILES.items())
                                           + ".", show_default="cpu without a GPU, quick with one"),
     dry_run: bool = typer.Option(False, "--dry-run", metavar="", help="Print the plan (recipes, sweeps, points, "
@@ -376,26 +376,31 @@ def reproduce(
                                                 help="Estimate times from the results of another machine type "
                                                      "(a directory under --results).",
                                                 show_default="this machine's"),
+    fresh: bool = typer.Option(False, "--fresh", metavar="", help="Measure every point again, as a new run beside "
+                               "the earlier ones (the ci profile's runs for bench check)."),
 ):
     """Reproduce the papers' figures and tables: every recipe's sweeps, then the figures and REPORT.md.
 
     Measures only what is missing (an interrupted run resumes); a recipe that needs what
-    this machine lacks (a second GPU, a corpus, memory) is skipped with the reason. Exit
-    0 when done, 1 when a recipe failed (the others' figures are still drawn), 2 on bad
-    input, 3 when the budget ran out with points left (run it again to go on)."""
+    this machine lacks (a second GPU, a corpus, memory) is skipped with the reason. The ci
+    profile measures the points `bench check` gates into results/<machine>/ci/, and draws
+    nothing. Exit 0 when done, 1 when a recipe failed (the others' figures are still
+    drawn), 2 on bad input, 3 when the budget ran out with points left (run it again to
+    go on)."""
     from bench import reproduce as plans
 
     profile = profile or ("quick" if gpu_available() else "cpu")
     parse_choices(profile, list(PROFILES), "profile")
-    backend = PROFILES[profile][0]
+    backend = backend_of(profile, gpu_available())
     seconds = plans.parse_duration(budget) if budget is not None else None
     if backend == "gpu" and not dry_run and not gpu_available():
         raise BenchError(f"profile {profile} runs on a GPU and none was found (CuPy missing or it sees no CUDA "
                          "device); --profile cpu runs on the CPU, --dry-run shows the plan")
     machine = plans.this_machine(backend)
-    jobs = plans.build(plans.select(targets or []), profile, results_dir, machine)
+    jobs = plans.build(plans.select(targets or []), profile, backend, results_dir, machine, fresh)
     source = estimate_from or machine.slug
-    estimator = plans.Estimator(results_dir / source if source and (results_dir / source).is_dir() else None)
+    estimates = plans.results_dir(results_dir, source, profile)
+    estimator = plans.Estimator(estimates if source and estimates.is_dir() else None)
     lines, expected, unknown = plans.describe(jobs, estimator, machine, profile)
     pending = sum(len(job.todo) for job in jobs if not job.skip)
     recipes = len({job.label for job in jobs})
@@ -404,12 +409,13 @@ def reproduce(
     for line in lines:
         err.print(line, markup=False)
     estimate = (f"expected {plans._minutes(expected)} of measuring" + (f", plus {unknown} points with no earlier "
-                "measurement" if unknown else "") + f" (from {results_dir / source})") if estimator.directory else \
+                "measurement" if unknown else "") + f" (from {estimates})") if estimator.directory else \
         f"no estimate (no results of {source or 'this machine type'} under {results_dir})"
     out.print(f"{pending} points to measure; {estimate}")
     if dry_run:
         return
-    _out_dir(results_dir / machine.slug, backend, "--results")  # a one-line error where it cannot be written
+    out_dir = plans.results_dir(results_dir, machine.slug, profile)
+    _out_dir(out_dir, backend, "--results")  # a one-line error where it cannot be written
     clock = plans.Budget(seconds, estimator)
     first = next(((job, point, done) for job in jobs if not job.skip for point, done in job.todo), None)
     if seconds is not None and first is not None:
@@ -418,9 +424,12 @@ def reproduce(
             raise BenchError(f"--budget {budget} is too short for any point: the first ({first[0].label}) is "
                              f"expected to take {plans._minutes(need)}")
     failures, stops = plans.run(jobs, clock, echo=err.print)
-    written = _draw(results_dir, figures_dir, [machine.slug])
-    out.print(f"{sum(p.suffix == '.png' for p in written)} figures in {figures_dir / machine.slug}; report "
-              f"{results_dir / machine.slug / 'REPORT.md'}")
+    if out_dir == results_dir / machine.slug:
+        written = _draw(results_dir, figures_dir, [machine.slug])
+        out.print(f"{sum(p.suffix == '.png' for p in written)} figures in {figures_dir / machine.slug}; report "
+                  f"{out_dir / 'REPORT.md'}")
+    else:
+        out.print(f"results in {out_dir} (for bench check; no figures)")
     for line in failures:
         err.print(f"[red]failed[/]: {line}")
     if stops:
@@ -437,7 +446,7 @@ def check(
     baseline: Path = typer.Option(..., "--baseline", metavar="BASE", help="Result CSV (or directory) to compare "
                                   "with."),
     suite: Optional[str] = typer.Option(None, "--suite", help="Suite whose file to read in a directory.",
-                                        show_default="the file's suite; lda in a directory"),
+                                        show_default="the file's suite; in directories every suite of BASE"),
     threshold: float = typer.Option(0.10, "--threshold", help="Change of a ratio to the reference that counts."),
     calibration_threshold: float = typer.Option(0.25, "--calibration-threshold",
                                                 help="Change of the reference's time over the calibration that "
@@ -451,7 +460,8 @@ def check(
 ):
     """Compare NEW with BASE metric by metric, each gated as its suite declares.
 
-    A ratio counts as changed when it moved beyond --threshold and the change is
+    With two directories (results/<machine>/ci/ of `bench reproduce --profile ci`), every
+    suite with results in BASE is checked, and one missing from NEW is a regression. A ratio counts as changed when it moved beyond --threshold and the change is
     significant (Mann-Whitney U at --alpha); where the repeats are too few for the test
     ever to reach --alpha (3 a side), by the threshold alone ("too few" in the p column).
     Exit 0 when nothing regressed, 1 when something regressed or is missing, 2 on bad
@@ -467,21 +477,43 @@ def check(
     def registry_schema(name):
         return results.schema_for(get_suite(name))
 
-    # NEW names the suite (a file by its schema); BASE must hold the same suite's results.
-    new_df, schema, _ = results.load(new, suite or (DEFAULT_SUITE if new.is_dir() else None), registry_schema)
-    base_df, base_schema, _ = results.load(baseline, schema["suite"], registry_schema)
-    for df, path in ((new_df, new), (base_df, baseline)):
-        if df.empty:
-            raise BenchError(f"{path}: no rows")
-    result = compare(new_df, base_df, schema, threshold=threshold, calibration_threshold=calibration_threshold,
-                     alpha=alpha, metrics=metric.split(",") if metric else None, base_schema=base_schema)
+    names: list[str | None] = [suite]  # None: the suite a file's schema names
+    if suite is None and new.is_dir():
+        if not baseline.is_dir():
+            raise BenchError(f"--baseline {baseline}: not a directory, and NEW is one (--suite names one suite)")
+        names = [name for name in suite_names() if (baseline / f"{name}.csv").exists()]
+        if not names:
+            raise BenchError(f"--baseline {baseline}: no results of any suite ({', '.join(suite_names())})")
+    compared, absent = [], []
+    for name in names:
+        if name and new.is_dir() and not (new / f"{name}.csv").exists() and suite is None:
+            absent.append(name)  # every point of the suite is missing
+            continue
+        # NEW names the suite (a file by its schema); BASE must hold the same suite's results.
+        new_df, schema, _ = results.load(new, name, registry_schema)
+        base_df, base_schema, _ = results.load(baseline, schema["suite"], registry_schema)
+        for df, path in ((new_df, new), (base_df, baseline)):
+            if df.empty:
+                raise BenchError(f"{path}: no {schema['suite']} rows")
+        compared.append(compare(new_df, base_df, schema, threshold=threshold,
+                                calibration_threshold=calibration_threshold, alpha=alpha,
+                                metrics=metric.split(",") if metric else None, base_schema=base_schema))
+    lines = [f"{name}: {summary(result, allow_missing)}" for name, result in
+             zip((r.attrs["suite"] for r in compared), compared)]
+    lines += [f"{name}: MISSING, no {name}.csv in {new}" + ("" if allow_missing else " -> regression")
+              for name in absent]
     if fmt in ("json", "markdown"):  # for machines: never wrapped, and nothing else on stdout
-        print(render_json(result) if fmt == "json" else render_markdown(result))
-        err.print(summary(result, allow_missing), markup=False)
+        print(render_json(compared) if fmt == "json" else
+              "\n\n".join(f"## {r.attrs['suite']}\n\n{render_markdown(r)}" for r in compared))
+        for line in lines:
+            err.print(line, markup=False)
     else:
-        out.print(render_table(result))
-        out.print(summary(result, allow_missing), markup=False)
-    raise typer.Exit(exit_code(result, allow_missing))
+        for result in compared:
+            out.print(render_table(result))
+        for line in lines:
+            out.print(line, markup=False)
+    failed = any(exit_code(result, allow_missing) for result in compared) or (absent and not allow_missing)
+    raise typer.Exit(int(bool(failed)))
 
 
 @app.command("env", cls=Command)

@@ -27,7 +27,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from bench import envinfo, results
+from bench import envinfo, results, slowdown
 from bench.backend import compiled_kernels
 from bench.errors import BenchError
 from bench.suite import Suite
@@ -195,11 +195,14 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
     suite, backend = plan.suite, plan.backend
     repeats = settings.repeats if repeats is None else repeats
     variants = plan.variants_at(point)
+    slow = slowdown.factors()  # {} but where detection is being measured
     workload = suite.prepare(point)
     for name, device in variants:
         for _ in range(settings.warmup):
             with RunContext(device).timed() as ctx:
                 suite.run(workload, name, ctx)
+    steady = {name: slowdown.steady_seconds(lambda ctx: suite.run(workload, name, ctx), device)
+              for name, device in variants if slowdown.factor_for(slow, name) > 1}
     warm_calibration(backend)
     if settings.flush_l2:
         from bench.gpu_monitor import flush_l2
@@ -216,6 +219,8 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
                 ctx = RunContext(device)
                 with ctx.timed():
                     values = suite.run(workload, name, ctx) or {}
+                    if slow:
+                        slowdown.wait(device, (slowdown.factor_for(slow, name) - 1) * steady.get(name, 0.0))
                 common = {**point, "variant": name, "device": device, "repeat": repeat}
                 row = {**common, "seconds": ctx.seconds,
                        **{f"{phase}_s": ctx.phases.get(phase, 0.0) for phase in suite.phases},
@@ -347,7 +352,8 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
             "skipped": plan.describe_skips(), "repeats": settings.repeats, "warmup": settings.warmup,
             "max_noise": settings.max_noise, "budget_s": settings.budget_s, "flush_l2": settings.flush_l2,
             "clock_monitor": monitor.unavailable_reason if monitor else None,
-            "points": len(todo), "status": "running"}
+            "points": len(todo), "status": "running",
+            **({"slowdown": os.environ[slowdown.ENV]} if slowdown.factors() else {})}
     results.update_sidecar(sidecar, run_id, info, schema=schema)
     for line in plan.describe_skips():
         console.print(line)

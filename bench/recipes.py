@@ -16,12 +16,25 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-# profile -> the backend its sweeps run on, and what it is for (bench reproduce --help).
+# profile -> the backend its sweeps run on (None: the GPU where there is one, else the
+# CPU), and what it is for (bench reproduce --help).
 PROFILES = {
     "cpu": ("cpu", "every suite on the CPU, small: `make figures`, minutes on 2 cores"),
     "quick": ("gpu", "every recipe on one GPU in at most 20 minutes: smaller corpora, fewer iterations and K"),
     "paper": ("gpu", "the papers' settings: their iterations, repeats and K grids, full-size corpora"),
+    "ci": (None, "the regression gate of `bench check`: a few stable points a suite, on the GPU where there is "
+                 "one (under a minute), else on the CPU; kept apart in results/<machine>/ci/"),
 }
+# Profiles whose results are kept in a folder of their own under results/<machine>/, so that
+# their many reruns never reach the figures.
+FOLDERS = {"ci": "ci"}
+
+
+def backend_of(profile: str, gpu: bool) -> str:
+    """The backend a profile's sweeps run on, on a machine with or without a GPU."""
+    return PROFILES[profile][0] or ("gpu" if gpu else "cpu")
+
+
 SETTINGS = ("repeats", "warmup", "max_noise", "gpus", "gpu_memory_gib", "host_memory_gib")
 
 
@@ -50,7 +63,7 @@ def size(**values) -> Size:
 @dataclass(frozen=True)
 class Sweep:
     """One `bench sweep` of a suite: fixed axes and variants, and a size per profile
-    (None: not run under that profile)."""
+    (None: not run under that profile); the ci profile has a size per backend."""
 
     suite: str
     axes: Mapping[str, str] = field(default_factory=dict)
@@ -58,13 +71,17 @@ class Sweep:
     cpu: Size | None = None
     quick: Size | None = None
     paper: Size | None = None
+    ci_cpu: Size | None = None
+    ci_gpu: Size | None = None
 
-    def at(self, profile: str) -> Size | None:
+    def at(self, profile: str, backend: str | None = None) -> Size | None:
+        if profile == "ci":
+            return self.ci_gpu if (backend or "gpu") == "gpu" else self.ci_cpu
         return getattr(self, profile)
 
-    def specs(self, profile: str) -> dict[str, str]:
+    def specs(self, profile: str, backend: str | None = None) -> dict[str, str]:
         """The axis specs of the sweep under a profile (None where it is not run)."""
-        chosen = self.at(profile)
+        chosen = self.at(profile, backend)
         return None if chosen is None else {**{k: str(v) for k, v in self.axes.items()}, **chosen.axes}
 
 
@@ -78,6 +95,19 @@ class Recipe:
     sweeps: tuple[Sweep, ...]
     figures: tuple[str, ...] = ()
     note: str = ""
+
+
+    @property
+    def reproduces_paper(self) -> bool:
+        """Whether a reproduction profile (not ci) runs it: the report shows those alone."""
+        return any(s.cpu or s.quick or s.paper for s in self.sweeps)
+
+
+def gate(*sweeps: Sweep, note: str = "") -> Recipe:
+    """A suite's regression gate: the few stable points that `bench check` compares, run by
+    the ci profile alone (a sweep with ci_cpu for the CPU, one with ci_gpu for a GPU)."""
+    return Recipe("ci", "the regression gate: the points `bench check` compares (the ci profile alone)", sweeps,
+                  note=note)
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
             lines += [f"Paper: {suite.paper}.", ""]
         if not present:
             lines += ["No results of this suite here.", ""]
-        for recipe in suite.recipes:
+        for recipe in (r for r in suite.recipes if r.reproduces_paper):
             files = _files(figures_dir, recipe.figures)
             lines += [f"### {recipe.name}: {recipe.reproduces}", ""]
             if recipe.note:

@@ -25,7 +25,7 @@ import pandas as pd
 from bench import harness, results
 from bench.corpus import catalogue, locate
 from bench.errors import BenchError
-from bench.recipes import PROFILES, Recipe, Size, Sweep
+from bench.recipes import FOLDERS, PROFILES, Recipe, Size, Sweep
 from bench.suite import Suite, all_suites, get_suite
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
@@ -121,24 +121,30 @@ def this_machine(backend: str) -> Machine:
     return Machine(envinfo.machine_slug(env, "gpu"), env["gpu_count"], memory, host)
 
 
-def build(selected: list[tuple[Suite, Recipe]], profile: str, results_root: Path, machine: Machine) -> list[Job]:
-    """Every sweep of the selected recipes under the profile, planned and checked against the machine."""
+def results_dir(results_root: Path, slug: str, profile: str) -> Path:
+    """Where a profile's results go: results/<machine>/, or a folder of its own below it (ci)."""
+    return results_root / (slug or "<gpu>") / FOLDERS.get(profile, "")
+
+
+def build(selected: list[tuple[Suite, Recipe]], profile: str, backend: str, results_root: Path, machine: Machine,
+          fresh: bool = False) -> list[Job]:
+    """Every sweep of the selected recipes under the profile, planned and checked against the machine;
+    fresh: every point measured again (a new run beside the earlier ones)."""
     if profile not in PROFILES:
         raise BenchError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
-    backend = PROFILES[profile][0]
     jobs, planned = [], set()
     for owner, recipe in selected:
         for sweep in recipe.sweeps:
-            job = Job(owner.name, recipe, sweep, sweep.at(profile))
+            job = Job(owner.name, recipe, sweep, sweep.at(profile, backend))
             jobs.append(job)
             if job.size is None:
                 job.skip = f"not in the {profile} profile"
                 continue
             suite = get_suite(sweep.suite)
-            job.plan = harness.plan(suite, sweep.specs(profile), backend, list(sweep.variants) or None)
-            out_dir = results_root / (machine.slug or "<gpu>")
-            job.settings = harness.settings_for(job.plan, out_dir, repeats=job.size.repeats,
-                                                warmup=job.size.warmup, max_noise=job.size.max_noise)
+            job.plan = harness.plan(suite, sweep.specs(profile, backend), backend, list(sweep.variants) or None)
+            job.settings = harness.settings_for(job.plan, results_dir(results_root, machine.slug, profile),
+                                                repeats=job.size.repeats, warmup=job.size.warmup,
+                                                max_noise=job.size.max_noise, fresh=fresh)
             job.downloads = sorted({point["dataset"] for point in job.plan.points
                                     if catalogue().get(str(point.get("dataset")), {}).get("kind") == "uci"
                                     and locate(point["dataset"]) is None})
@@ -207,13 +213,15 @@ class Estimator:
 def describe(jobs: list[Job], estimator: Estimator, machine: Machine, profile: str) -> tuple[list[str], float, int]:
     """The plan as lines, the expected seconds of the points with an estimate, and the
     number of points without one."""
-    lines, total, unknown = [], 0.0, 0
+    lines, total, unknown, last = [], 0.0, 0, None
     for job in jobs:
-        if not lines or job.label != last:
+        if job.label != last:
             in_profile = [j for j in jobs if j.label == job.label and j.size is not None]
+            last = job.label
+            if not in_profile and profile in FOLDERS:  # the ci profile: its own recipes alone
+                continue
             lines.append(f"{job.label}: {job.recipe.reproduces}" + ("" if in_profile else
                                                                     f" (not in the {profile} profile)"))
-            last = job.label
         head = f"    {job.sweep.suite}"
         if job.size is None:  # the sweep is not part of this profile: nothing to say
             continue
@@ -228,7 +236,7 @@ def describe(jobs: list[Job], estimator: Estimator, machine: Machine, profile: s
         expected = (f"expected {_minutes(sum(known))}" + (f" for {len(known)} of them" if
                                                           len(known) < len(estimates) else "")) if known else \
             "no estimate"
-        spec = " ".join(f"{k}={v}" for k, v in job.sweep.specs(profile).items())
+        spec = " ".join(f"{k}={v}" for k, v in job.sweep.specs(profile, job.plan.backend).items())
         lines.append(f"{head}: {points} points x {variants} variants x {job.settings.repeats} repeats; "
                      f"{len(job.todo)} to measure, {expected}; {spec}")
         for line in job.plan.describe_skips():

@@ -53,7 +53,8 @@ def schema_for(suite) -> dict:
         columns[name] = {"role": "bookkeeping"}
     for name in BOOKKEEPING[1:]:
         columns[name] = {"role": "bookkeeping"}
-    return {"suite": suite.name, "reference": suite.reference, "columns": columns}
+    return {"suite": suite.name, "reference": suite.reference, "gpu_reference": suite.gpu_reference or suite.reference,
+            "columns": columns}
 
 
 def row_columns(schema: dict) -> list[str]:

@@ -45,6 +45,11 @@ class Axis:
         return self.default(backend, given) if callable(self.default) else self.default
 
 
+# A numerical error gated by tolerance fails at ten times its baseline: a broken kernel's
+# error is orders of magnitude larger, and atomics on a GPU move a correct one by up to 3x.
+ERROR_TOLERANCE = 9.0
+
+
 @dataclass(frozen=True)
 class Metric:
     """A measured column. gate: None (recorded only), "ratio" (to the reference
@@ -121,6 +126,9 @@ class Suite:
     axes: tuple[Axis, ...] = ()
     variants: tuple[Variant, ...] = ()
     reference: str = ""  # the variant other variants are compared with
+    # The reference of GPU runs where `reference` runs on the CPU: a CPU time's noise would
+    # hide a GPU kernel's change in the ratios that `bench check` gates.
+    gpu_reference: str = ""
     metrics: tuple[Metric, ...] = ()  # besides seconds and the phases, which every suite has
     phases: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from bench.recipes import Claim, Measured, Recipe, Sweep, size
+from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 
@@ -32,6 +32,8 @@ RECIPES = (
         Sweep("fake", {"method": "loop"}, cpu=size(n="64"), paper=size(n="64,128")),
     )),
     Recipe("unlucky", "Figure 2: a size that fails", sweeps=(Sweep("fake", cpu=size(n=UNLUCKY, method="vector")),)),
+    gate(Sweep("fake", {"method": "vector"}, variants=("plain", "twice"), ci_cpu=size(n="64", repeats=3),
+               ci_gpu=size(n="2^12", repeats=5))),
 )
 CLAIMS = (
     Claim("F1", "twice does the work twice: 2x slower", _twice_over_plain, holds=lambda ratio: ratio > 1.5,

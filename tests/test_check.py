@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from bench.check import compare, exit_code, render_json, render_markdown, render_table
+from bench.check import compare, exit_code, reference_of, render_json, render_markdown, render_table
 from bench.errors import BenchError
 
 REPEATS = 8
@@ -197,7 +197,7 @@ def test_reports_show_absolute_times_ratios_change_and_p():
     assert "precision=f32" in text
     markdown = render_markdown(result)
     assert markdown.startswith("| K | variant | metric | over | base | new |") and "SLOWER" in markdown
-    rows = json.loads(render_json(result))["rows"]
+    rows = json.loads(render_json([result]))["suites"][0]["rows"]
     slow = next(r for r in rows if r["variant"] == "alg7" and r["K"] == 32 and r["metric"] == "seconds")
     assert slow["verdict"] == "SLOWER" and slow["new"] == pytest.approx(1.0, rel=0.05)
     assert slow["base"] == pytest.approx(0.5, rel=0.05)
@@ -215,3 +215,15 @@ def test_too_few_repeats_for_the_test_fall_back_to_the_threshold():
     assert "too few" in render_markdown(result)
     same = compare(results(few, seed=3).query("repeat < 3"), base, SCHEMA)
     assert set(same["verdict"]) == {"SAME"}  # small noise stays below the threshold
+
+
+def test_gpu_runs_are_compared_over_the_gpu_reference():
+    # sumrv's reference (numpy) runs on the CPU; its GPU runs divide by naive, a GPU kernel.
+    schema = {**SCHEMA, "reference": "numpy", "gpu_reference": "alg1"}
+    gpu = results(BASE_FACTORS, seed=1).assign(backend="gpu")
+    assert reference_of(schema, gpu) == "alg1"
+    assert reference_of(schema, gpu.assign(backend="cpu")) == "numpy"
+    assert reference_of({**SCHEMA, "reference": "alg1"}, gpu) == "alg1"  # an older sidecar: no gpu_reference
+    new = results({"alg4": 0.6, "alg7": 1.0}, seed=2).assign(backend="gpu")
+    result = compare(new, gpu, schema)
+    assert verdicts(result)[(32, "alg7", "alg1")] == "SLOWER" and result.attrs["reference"] == "alg1"

@@ -148,7 +148,7 @@ def test_fake_suite_sweep_resume_check_and_figures(tmp_path):
     allowed = bench("check", tmp_path / "new" / "fake.csv", "--baseline", out / "fake.csv", "--format", "json",
                     "--allow-missing", "--metric", "seconds", "--threshold", "20")
     assert allowed.returncode == 0, allowed.stdout
-    rows = json.loads(allowed.stdout[: allowed.stdout.rindex("}") + 1])["rows"]
+    rows = json.loads(allowed.stdout[: allowed.stdout.rindex("}") + 1])["suites"][0]["rows"]
     assert {r["verdict"] for r in rows} == {"SAME", "MISSING"}
 
     figures = bench("figures", "--results", tmp_path / "results", "--figures", tmp_path / "figs")

@@ -242,3 +242,22 @@ def test_a_variant_skipped_at_some_points_is_neither_measured_nor_counted_there(
     assert len(pd.read_csv(tmp_path / "fake.csv")) == 6
     with pytest.raises(BenchError, match="every combination is invalid: .*every variant is skipped"):
         harness.plan(suite, {"n": "128", "method": "vector"}, "cpu", ["twice"])
+
+
+def test_the_slowdown_knob_slows_the_named_variants_only(tmp_path, monkeypatch):
+    from bench import slowdown
+
+    plan = harness.plan(FAKE, {"n": "128", "method": "loop"}, "cpu")
+    monkeypatch.setenv(slowdown.ENV, "twice=3")
+    assert harness.sweep(plan, settings(tmp_path, repeats=5)) == 0
+    df = pd.read_csv(tmp_path / "fake.csv")
+    median = df.groupby("variant")["seconds"].median()
+    assert median["twice"] / median["plain"] > 4  # about 2 unslowed, 6 slowed
+    [run] = json.loads((tmp_path / "fake.json").read_text())["runs"].values()
+    assert run["slowdown"] == "twice=3"  # a run made with the knob says so
+    monkeypatch.setenv(slowdown.ENV, "*=2")
+    assert slowdown.factor_for(slowdown.factors(), "plain") == 2
+    for bad in ("twice", "twice=0.5", "=2", "twice=x"):
+        monkeypatch.setenv(slowdown.ENV, bad)
+        with pytest.raises(BenchError, match="VARIANT=FACTOR"):
+            slowdown.factors()

@@ -191,7 +191,7 @@ def test_recipes_are_well_formed():
     assert {claim.recipe for claim in CLAIMS} <= set(names)
     assert len({claim.id for claim in CLAIMS}) == len(CLAIMS)
     for recipe in RECIPES:
-        assert recipe.figures
+        assert recipe.figures or not recipe.reproduces_paper  # the gate (ci) draws nothing
         for sweep in recipe.sweeps:
             target = get_suite(sweep.suite)
             axes = {a.name for a in target.axes} | {alias for a in target.axes for alias in a.aliases}

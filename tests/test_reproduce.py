@@ -117,3 +117,53 @@ def test_a_results_folder_that_cannot_be_written_is_one_line(tmp_path):
     blocker.write_text("not a folder")
     assert_one_line_error(bench("reproduce", "fake:fig1", "--profile", "cpu", "--results", blocker), "--results",
                           "cannot create it")
+
+
+def test_the_ci_profile_measures_the_gate_apart_and_bench_check_reads_every_suite(tmp_path):
+    results, figures = tmp_path / "results", tmp_path / "figures"
+    dry = bench("reproduce", "fake", "--profile", "ci", "--dry-run", "--results", results)
+    assert "fake:ci: the regression gate" in dry.stderr and "fig1" not in dry.stderr  # the gate alone
+    assert "1 points to measure" in dry.stdout
+    for _ in range(2):  # two runs, as CI measures the gate in separate processes
+        run = bench("reproduce", "fake", "--profile", "ci", "--fresh", "--results", results, "--figures", figures)
+        assert run.returncode == 0, run.stderr
+        assert "for bench check; no figures" in run.stdout
+    [machine] = [p for p in results.iterdir() if p.is_dir()]
+    gate = machine / "ci"
+    df = pd.read_csv(gate / "fake.csv")
+    assert df["run_id"].nunique() == 2 and set(df["n"]) == {64} and set(df["variant"]) == {"plain", "twice"}
+    assert not (machine / "fake.csv").exists() and not figures.exists()  # never among the figures' results
+
+    same = bench("check", gate, "--baseline", gate)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "fake: " in same.stdout and "SAME" in same.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = bench("check", empty, "--baseline", gate)
+    assert missing.returncode == 1 and "fake: MISSING, no fake.csv in" in missing.stdout
+    assert bench("check", empty, "--baseline", gate, "--allow-missing").returncode == 0
+    assert_one_line_error(bench("check", gate, "--baseline", gate / "fake.csv"), "not a directory")
+    assert_one_line_error(bench("check", gate, "--baseline", empty), "no results of any suite")
+
+
+def test_every_suite_is_gated_on_the_cpu_and_on_a_gpu():
+    from bench import harness
+    from bench.results import gated_metrics, schema_for
+    from bench.suite import all_suites, get_suite
+
+    sweeps = [(sweep, backend) for suite in all_suites() for recipe in suite.recipes if recipe.name == "ci"
+              for sweep in recipe.sweeps for backend in ("cpu", "gpu") if sweep.at("ci", backend)]
+    names = {suite.name for suite in all_suites()} - {"fake"}
+    for backend in ("cpu", "gpu"):
+        assert {sweep.suite for sweep, on in sweeps if on == backend} == names, backend
+    for sweep, backend in sweeps:
+        suite = get_suite(sweep.suite)
+        plan = harness.plan(suite, sweep.specs("ci", backend), backend, list(sweep.variants) or None)
+        reference = suite.gpu_reference or suite.reference if backend == "gpu" else suite.reference
+        assert reference in dict(plan.variants), (sweep.suite, backend)  # every ratio has its denominator
+        assert len(plan.points) <= 8 and "seconds" in gated_metrics(schema_for(suite))
+    # Quality by tolerance where a suite has one: the errors, the fits' end values.
+    tolerance = {name: [m for m, role in gated_metrics(schema_for(get_suite(name))).items()
+                        if role["gate"] == "tolerance"] for name in names}
+    assert tolerance["sumrv"] == ["max_rel_error"] and tolerance["saber-fit"] == ["final_loglik"]
+    assert tolerance["admodel"] == ["f_rel_error", "grad_rel_error"] and tolerance["admodel-fit"] == ["final_objective"]

@@ -10,7 +10,7 @@ import pytest
 
 from bench import harness
 from bench.corpus import is_synthetic, parse_datasets
-from bench.recipes import PROFILES
+from bench.recipes import PROFILES, backend_of
 from bench.report import Results
 from bench.suite import all_suites, get_suite
 from impls.saber import recipes
@@ -76,7 +76,7 @@ def stages(sample=(10, 6, 6, 6), preprocess=(3, 3, 0.06, 0.06), rebuild=(2, 2, 2
 
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_every_sweep_plans_under_its_profiles(profile):
-    backend = PROFILES[profile][0]
+    backend = backend_of(profile, True)
     for recipe in SABER.recipes:
         for sweep in recipe.sweeps:
             if sweep.at(profile) is not None:
@@ -91,7 +91,7 @@ def test_the_cpu_profile_uses_synthetic_corpora_and_the_gpu_profiles_every_recip
             if sweep.cpu is not None:
                 plan = harness.plan(get_suite(sweep.suite), sweep.specs("cpu"), "cpu", list(sweep.variants) or None)
                 assert all(is_synthetic(point["dataset"]) for point in plan.points), recipe.name
-        assert any(sweep.paper for sweep in recipe.sweeps), recipe.name
+        assert any(sweep.paper for sweep in recipe.sweeps) or not recipe.reproduces_paper, recipe.name
     assert {r.name for r in SABER.recipes} >= {"fig9", "table2", "fig10", "throughput-vs-k", "fig11", "fig12",
                                                "gpus", "pubmed-streamed"}
     gpus = SABER.recipe("gpus")

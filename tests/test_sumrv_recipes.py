@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bench import harness
-from bench.recipes import PROFILES
+from bench.recipes import PROFILES, backend_of
 from bench.report import Results
 from impls.sumrv.recipes import CLAIMS, RECIPES
 from impls.sumrv.suite import SUITE
@@ -73,8 +73,8 @@ def test_recipes_plan_on_their_backends_under_every_profile():
     for recipe in RECIPES:
         for sweep in recipe.sweeps:
             assert sweep.suite == "sumrv"
-            for profile, (backend, _) in PROFILES.items():
-                specs = sweep.specs(profile)
+            for profile, backend in ((p, backend_of(p, gpu)) for p in PROFILES for gpu in (False, True)):
+                specs = sweep.specs(profile, backend)
                 if specs is not None:
                     plan = harness.plan(SUITE, specs, backend, list(sweep.variants) or None)
                     assert plan.points, (recipe.name, profile, specs)

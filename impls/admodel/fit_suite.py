@@ -171,11 +171,12 @@ class AdmodelFitSuite(Suite):
                 peer=True, needs=("torch",)),
     )
     reference = "scipy-cpu"
+    gpu_reference = "scipy-gpu"
     paper = PAPER  # its recipe (`fit`) and claims are the admodel suite's
     metrics = (
         Metric("iterations", "", help="L-BFGS iterations to the stopping rule"),
         Metric("evaluations", "", help="objective and gradient evaluations"),
-        Metric("final_objective", "", help="the negative log posterior at the fit's end"),
+        Metric("final_objective", "", gate="tolerance", tolerance=1e-6, help="the negative log posterior at the fit's end"),
         Metric("converged", "", better="higher", help="1 when the stopping rule, not the iteration limit, ended it"),
         Metric("effects_rmse", "", help="RMS of theta - the generating theta: intercept and the five effects, active"),
         Metric("factors_rmse", "", help="RMS error of <th_MP[m], th_PM[p]> over the observed (m, p) pairs"),

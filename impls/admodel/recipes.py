@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from bench.recipes import Claim, Measured, Recipe, Sweep, size
+from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from impls.admodel.data import PSI
 from impls.admodel.figures import fit_table, medians
 
@@ -86,6 +86,17 @@ RECIPES = (
             Sweep(suite="admodel-fit", axes={"dataset": "real-like", "layout": "shuffled", "precision": "f64"},
                   cpu=size(scale="0.00390625", repeats=1), paper=size(scale="1", repeats=1))),
            figures=("admodel-fit-convergence", "admodel-fit-table")),
+    # On a GPU the thesis's two passes are the reference: every kernel but the lone gradients runs.
+    gate(Sweep("admodel", {"op": "both", "dataset": "sim", "layout": "shuffled,sorted", "l1": "ldg", "block": "256"},
+               variants=("cpu-serial", "cpu-parallel"), ci_cpu=size(scale="0.015625", precision="f64", repeats=3,
+                                                                    warmup=1)),
+         Sweep("admodel", {"op": "both", "dataset": "sim", "layout": "shuffled,sorted", "l1": "ldg", "block": "256"},
+               variants=("two-pass", *FUSED), ci_gpu=size(scale="0.125", precision="f64,f32", repeats=5, warmup=1,
+                                                          max_noise=0)),
+         Sweep("admodel-fit", {"dataset": "sim", "layout": "shuffled", "precision": "f64"}, variants=("scipy-cpu",),
+               ci_cpu=size(scale="0.00390625", repeats=3, warmup=1)),
+         Sweep("admodel-fit", {"dataset": "sim", "layout": "shuffled", "precision": "f64"},
+               variants=("scipy-gpu", "lbfgs-gpu"), ci_gpu=size(scale="0.0625", repeats=3, warmup=1))),
 )
 
 

@@ -19,7 +19,7 @@ import math
 import pandas as pd
 
 from bench.profile import DRAM_BYTES, STALL_PREFIX, STALL_SUFFIX, TIME, UNIT_SCALE
-from bench.recipes import Claim, Measured, Recipe, Sweep, size
+from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from impls.lda import figures
 from impls.lda.drawz_gpu import VECTOR_FROM_K
 
@@ -38,6 +38,9 @@ PROFILE_SAWTOOTH = ("`bench profile lda --k 993,994,996,1000,1008,1016,1023,1024
                     "period of K mod 32: remnant R = 1, 2, 4, 8, 16, 24, 31, 0)")
 PROFILE_REGISTERS = ("`bench profile lda-kernels --dataset nytimes-synth --k 1024 --precision f32,f64 "
                      "--variant alg4,alg7 --registers 0,64,96,128 --metric time,occupancy,local,issue,stalls`")
+
+# The regression gate's variants on a GPU: the paper's three and ours.
+LDA_VARIANTS = ("alg1", "alg4", "alg7", "warpscan")
 
 RECIPES = (
     Recipe(
@@ -105,6 +108,14 @@ RECIPES = (
         figures=("lda-kernels-profile-stalls",),
         note=f"Its counters (achieved occupancy, spills, memory waits) come from {PROFILE_REGISTERS}. Not in the "
              "quick profile: generating nytimes-synth (about 100M tokens) alone takes most of its budget."),
+    gate(Sweep("lda", {"dataset": "wiki-synth", "precision": "f32,f64"}, variants=("alg1", "alg4", "alg7"),
+               ci_cpu=size(scale=0.005, K="96,320,800", iterations=2, repeats=3, warmup=1)),
+         Sweep("lda-kernels", {"dataset": "wiki-synth", "precision": "f32,f64"}, variants=("alg1", "alg4", "alg7"),
+               ci_cpu=size(scale=0.005, K="96,800", repeats=3, warmup=1)),
+         Sweep("lda", {"dataset": "wiki-synth", "precision": "f32"}, variants=LDA_VARIANTS,
+               ci_gpu=size(K="256,1024", iterations=2, repeats=5, warmup=1)),
+         Sweep("lda-kernels", {"dataset": "wiki-synth", "precision": "f32,f64"}, variants=LDA_VARIANTS,
+               ci_gpu=size(K="256,1024", repeats=10, warmup=2, max_noise=0))),
 )
 
 

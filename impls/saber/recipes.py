@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.recipes import Claim, Measured, Recipe, Sweep, size
+from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from impls.saber import figures
 
 SETTING = ("dataset", "scale", "K", "iterations", "chunks", "workers", "memory", "threads", "gpus")
@@ -133,6 +133,12 @@ RECIPES = (
                      paper=size(dataset="nytimes-synth", scale=0.1, K=1000, iterations=100, eval_every=10, gpus=2)),
            ),
            note="Needs two GPUs of one host; the held-out curve on two GPUs is the one-GPU curve value for value."),
+    gate(Sweep("saber", {"dataset": "nytimes-synth"}, ci_cpu=size(scale=0.001, K=100, iterations=3, repeats=3, warmup=1),
+               ci_gpu=size(scale=0.1, K=1000, iterations=10, repeats=3, warmup=1)),
+         Sweep("saber-fit", {"dataset": "nytimes-synth"}, variants=("esca-cpu", "delayed-gibbs-cpu"),
+               ci_cpu=size(scale=0.002, K=100, iterations=10, eval_every=10, repeats=3, warmup=1)),
+         Sweep("saber-fit", {"dataset": "nytimes-synth"}, variants=("G4", "G0", "delayed-gibbs", "dense-gpu"),
+               ci_gpu=size(scale=0.01, K=1000, iterations=20, eval_every=10, repeats=3, warmup=1))),
 )
 
 # ---------------------------------------------------------------------------------------

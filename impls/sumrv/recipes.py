@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bench.recipes import Claim, Measured, Recipe, Sweep, size
+from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from impls.sumrv.figures import OURS, summary
 
 SUITE = "sumrv"
@@ -78,7 +78,14 @@ BATCH_SCALING = Recipe(
                   paper=size(batch="1,16,256,1024,4096,65536")),),
     note="One m = n, so no figure: the claim on the cost of a call reads it.")
 
-RECIPES = (TIME_VS_N, MN_GRID, BATCH_SCALING)
+# The regression gate: on the CPU numpy and the numba twins; on a GPU every kernel of the
+# suite over naive (the GPU reference), the peers left out (their libraries are not ours).
+GATE = gate(Sweep(SUITE, {"m": "256", "n": "256", "batch": "16", "precision": "f32,f64", "space": "lin,log"},
+                  variants=("numpy", "skewdiag", "skewdiag-det"), ci_cpu=size(repeats=3, warmup=1)),
+            Sweep(SUITE, {"m": "256,1024", "n": "256,1024", "batch": "1024", "precision": "f32", "space": "lin,log"},
+                  variants=("naive", "skewdiag", "skewdiag-det", "strip"), ci_gpu=size(**_QUICK)))
+
+RECIPES = (TIME_VS_N, MN_GRID, BATCH_SCALING, GATE)
 
 
 # Claims: helpers on results.frame("sumrv").

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.specs import parse_choices, parse_ints
-from bench.suite import Axis, Defaults, Metric, Suite, Variant
+from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
 from impls.sumrv import cpu, figures
 from impls.sumrv.recipes import CLAIMS, RECIPES
 
@@ -195,6 +195,7 @@ class SumrvSuite(Suite):
                 "where no term can underflow, per output elsewhere", devices=("gpu",)),
     )
     reference = "numpy"
+    gpu_reference = "naive"
     metrics = (
         Metric("calls", "", help="calls back to back in the timed run (GPU: hides the launch cost, 1-20)"),
         Metric("call_s", "s", help="seconds of one call: seconds / calls; every rate below is per call"),
@@ -206,7 +207,7 @@ class SumrvSuite(Suite):
         Metric("copy_frac", "", better="higher", help="GPU: gbps over the copy bandwidth of the repeat"),
         Metric("fma_peak_gflops", "GFLOP/s", better="higher", help="GPU: the measured FMA peak of the precision"),
         Metric("exp_peak_gterms", "Gterms/s", better="higher", help="GPU: the measured rate of exp-and-add"),
-        Metric("max_rel_error", "", help="largest relative error of an output probability against the float64 "
+        Metric("max_rel_error", "", gate="tolerance", tolerance=ERROR_TOLERANCE, help="largest relative error of an output probability against the float64 "
                "reference (first pairs of the batch)"),
     )
     sources = ("impls/sumrv",)

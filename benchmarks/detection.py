@@ -1,0 +1,122 @@
+"""What `bench check` catches: its false alarms and detection rates on one suite's gate.
+
+Each CI run measures the suite's gate as CI does (`bench reproduce --profile ci SUITE:ci
+--fresh`, `--processes` times, into a folder of its own) and checks it against BASELINE
+with `bench check`. First `--nulls` runs without change: any regression is a false alarm.
+Then `--runs` runs for each slowdown, set by the test-only knob BENCH_SLOWDOWN
+(bench/slowdown.py): of one kernel (`--kernel`), of the suite's reference variant, of
+every variant at once, by each of `--factors`; caught when `bench check` of the suites
+the run measured would exit 1. One row
+per CI run goes to OUT (csv, appended, so that an interrupted measurement keeps what it
+has; rerun to add runs), with the change of every row bench check flagged; the summary
+table is printed as markdown.
+
+    python benchmarks/detection.py lda --baseline results/<machine>/ci --kernel alg7 \\
+        --nulls 20 --runs 10 --factors 1.05,1.1,1.2,2 --thresholds 0.05,0.10 --out detection.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from bench import results
+from bench.check import REGRESSIONS, compare, exit_code, reference_of
+from bench.suite import get_suite, suite_names
+
+
+def ci_run(suite: str, slowdown: str, processes: int, work: Path) -> Path:
+    """The suite's gate measured `processes` times as CI measures it; its results folder."""
+    shutil.rmtree(work, ignore_errors=True)
+    env = {**os.environ, "BENCH_SLOWDOWN": slowdown, "NUMBA_NUM_THREADS": "1"}
+    for _ in range(processes):
+        subprocess.run([sys.executable, "-m", "bench", "reproduce", "--profile", "ci", f"{suite}:ci", "--fresh",
+                        "--results", str(work)], env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    (machine,) = [p for p in work.iterdir() if p.is_dir()]
+    return machine / "ci"
+
+
+def check(new: Path, baseline: Path, threshold: float, calibration_threshold: float) -> tuple[int, list[str], float]:
+    """bench check of every suite the run measured: its exit code, the rows it flagged, and
+    the largest change of a time ratio in percent (signed), flagged or not."""
+    code, flagged, largest = 0, [], 0.0
+    for name in suite_names():
+        if not (new / f"{name}.csv").exists():
+            continue
+        schema_of = lambda suite: results.schema_for(get_suite(suite))  # noqa: E731
+        new_df, schema, _ = results.load(new, name, schema_of)
+        base_df, base_schema, _ = results.load(baseline, name, schema_of)
+        result = compare(new_df, base_df, schema, threshold=threshold, calibration_threshold=calibration_threshold,
+                         base_schema=base_schema)
+        code = max(code, exit_code(result))
+        changes = (result.loc[result["metric"] == "seconds", "change"].dropna() - 1) * 100
+        if len(changes) and abs(changes).max() > abs(largest):
+            largest = float(changes[abs(changes).idxmax()])
+        flagged += [f"{name} {row.variant}/{row.against or row.metric} {row.verdict} {(row.change - 1) * 100:+.1f}%"
+                    for row in result.itertuples() if row.verdict in REGRESSIONS]
+    return code, flagged, largest
+
+
+def summary(rows: pd.DataFrame) -> str:
+    table = (rows.groupby(["threshold", "kind", "variant", "factor"], sort=False)
+             .agg(runs=("exit_code", "size"), flagged=("exit_code", "sum"),
+                  median_change_pct=("largest_change_pct", "median")).reset_index())
+    table["result"] = [f"{f} of {n} " + ("false alarms" if kind == "unchanged" else "caught")
+                       for kind, f, n in zip(table["kind"], table["flagged"], table["runs"])]
+    return table.to_markdown(index=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suite", help="the suite whose gate recipe (ci) is measured")
+    parser.add_argument("--baseline", type=Path, required=True, help="results/<machine>/ci of the same gate")
+    parser.add_argument("--kernel", required=True, help="the one variant slowed alone")
+    parser.add_argument("--nulls", type=int, default=20, help="CI runs without change")
+    parser.add_argument("--runs", type=int, default=10, help="CI runs per slowdown")
+    parser.add_argument("--factors", default="1.05,1.1,1.2,2", help="slowdown factors")
+    parser.add_argument("--processes", type=int, default=1, help="processes a CI run (make regression: 8)")
+    parser.add_argument("--thresholds", default="0.10", help="bench check's --threshold and "
+                        "--calibration-threshold, each value a row of its own (comma list)")
+    parser.add_argument("--out", type=Path, required=True, help="csv of one row per CI run")
+    args = parser.parse_args()
+
+    base, schema, _ = results.load(args.baseline, args.suite, lambda name: results.schema_for(get_suite(name)))
+    reference = reference_of(schema, base)  # the GPU reference where the baseline ran on a GPU
+    plan = [("unchanged", "", 1.0, args.nulls)]
+    for factor in (float(f) for f in args.factors.split(",")):
+        plan += [("one kernel", args.kernel, factor, args.runs), ("reference", reference, factor, args.runs),
+                 ("every variant", "*", factor, args.runs)]
+    work = Path(tempfile.mkdtemp(prefix="bench-detection-"))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = pd.read_csv(args.out).groupby(["kind", "factor"])["run"].nunique() if args.out.exists() else pd.Series()
+    for kind, variant, factor, runs in plan:
+        for run in range(done.get((kind, factor), 0), runs):  # a rerun adds what is missing
+            started = time.monotonic()
+            slowdown = f"{variant}={factor}" if variant else ""
+            new = ci_run(args.suite, slowdown, args.processes, work / "run")
+            seconds = round(time.monotonic() - started, 1)
+            for threshold in (float(t) for t in args.thresholds.split(",")):
+                code, flagged, largest = check(new, args.baseline, threshold, threshold)
+                row = pd.DataFrame([{"suite": args.suite, "kind": kind, "variant": variant or "-", "factor": factor,
+                                     "run": run, "processes": args.processes, "threshold": threshold,
+                                     "calibration_threshold": threshold, "exit_code": code,
+                                     "largest_change_pct": round(largest, 2), "flagged": "; ".join(flagged),
+                                     "seconds": seconds}])
+                row.to_csv(args.out, mode="a", header=not args.out.exists(), index=False)
+                print(f"{kind} {slowdown or '-'} run {run} at {threshold:g}: exit {code} {'; '.join(flagged)}",
+                      flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    print(summary(pd.read_csv(args.out)))
+
+
+if __name__ == "__main__":
+    main()
