@@ -233,6 +233,17 @@ def render_markdown(result: pd.DataFrame) -> str:
     return "\n".join(lines + ([f"\n{constant}"] if constant else []))
 
 
+def detection_table(rows: pd.DataFrame) -> str:
+    """benchmarks/detection.py's rows (a CI run each) as a markdown table: per threshold and
+    slowdown, the runs, how many bench check flagged, and the median largest ratio change."""
+    table = (rows.groupby(["threshold", "kind", "variant", "factor"], sort=False)
+             .agg(runs=("run", "nunique"), flagged=("exit_code", "sum"),
+                  largest_change_pct=("largest_change_pct", "median")).reset_index())
+    table["result"] = [f"{flagged} of {runs} " + ("false alarms" if kind == "unchanged" else "caught")
+                       for kind, flagged, runs in zip(table["kind"], table["flagged"], table["runs"])]
+    return table.to_markdown(index=False)
+
+
 def render_json(results: list[pd.DataFrame]) -> str:
     """{"suites": [{"settings": ..., "rows": [...]}, ...]}, a suite each."""
     return json.dumps({"suites": [{"settings": result.attrs, "rows": json.loads(result.to_json(orient="records"))}

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.check import detection_table
 from bench.errors import BenchError
+from bench.recipes import FOLDERS
 from bench.results import latest_code, load, read_csv, schema_for
 
 REPORT = "REPORT.md"
@@ -187,7 +189,22 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
         runs = _runs(results, suite.name)
         if runs:
             lines += ["### Runs", "", *runs, ""]
+    lines += _gate(Path(results_dir) / FOLDERS["ci"], [s.name for s in suites])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _gate(directory: Path, names: list[str]) -> list[str]:
+    """The regression gate's baseline here (ci/), and what bench check caught with it
+    (benchmarks/detection.py's files), where there are any."""
+    gated = [name for name in names if (directory / f"{name}.csv").exists()]
+    if not gated:
+        return []
+    lines = ["## Regression gate", "", f"`bench check` baselines in `{FOLDERS['ci']}/` (`bench reproduce --profile "
+             f"ci`): {', '.join(gated)}.", ""]
+    for path in sorted(directory.glob("detection-*.csv")):
+        lines += [f"`{path.name}` (benchmarks/detection.py: a row per CI run; the largest change of a time "
+                  "ratio in percent, median over the runs):", "", detection_table(read_csv(path)), ""]
+    return lines
 
 
 def write(results_dir: Path, figures_dir: Path, suites: list) -> Path:

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import results
-from bench.check import REGRESSIONS, compare, exit_code, reference_of
+from bench.check import REGRESSIONS, compare, detection_table, exit_code, reference_of
 from bench.suite import get_suite, suite_names
 
 
@@ -45,6 +45,10 @@ def ci_run(suite: str, slowdown: str, processes: int, work: Path) -> Path:
     return machine / "ci"
 
 
+def schema_of(suite: str) -> dict:
+    return results.schema_for(get_suite(suite))
+
+
 def check(new: Path, baseline: Path, threshold: float, calibration_threshold: float) -> tuple[int, list[str], float]:
     """bench check of every suite the run measured: its exit code, the rows it flagged, and
     the largest change of a time ratio in percent (signed), flagged or not."""
@@ -52,7 +56,6 @@ def check(new: Path, baseline: Path, threshold: float, calibration_threshold: fl
     for name in suite_names():
         if not (new / f"{name}.csv").exists():
             continue
-        schema_of = lambda suite: results.schema_for(get_suite(suite))  # noqa: E731
         new_df, schema, _ = results.load(new, name, schema_of)
         base_df, base_schema, _ = results.load(baseline, name, schema_of)
         result = compare(new_df, base_df, schema, threshold=threshold, calibration_threshold=calibration_threshold,
@@ -64,15 +67,6 @@ def check(new: Path, baseline: Path, threshold: float, calibration_threshold: fl
         flagged += [f"{name} {row.variant}/{row.against or row.metric} {row.verdict} {(row.change - 1) * 100:+.1f}%"
                     for row in result.itertuples() if row.verdict in REGRESSIONS]
     return code, flagged, largest
-
-
-def summary(rows: pd.DataFrame) -> str:
-    table = (rows.groupby(["threshold", "kind", "variant", "factor"], sort=False)
-             .agg(runs=("exit_code", "size"), flagged=("exit_code", "sum"),
-                  median_change_pct=("largest_change_pct", "median")).reset_index())
-    table["result"] = [f"{f} of {n} " + ("false alarms" if kind == "unchanged" else "caught")
-                       for kind, f, n in zip(table["kind"], table["flagged"], table["runs"])]
-    return table.to_markdown(index=False)
 
 
 def main() -> None:
@@ -89,7 +83,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="csv of one row per CI run")
     args = parser.parse_args()
 
-    base, schema, _ = results.load(args.baseline, args.suite, lambda name: results.schema_for(get_suite(name)))
+    base, schema, _ = results.load(args.baseline, args.suite, schema_of)
     reference = reference_of(schema, base)  # the GPU reference where the baseline ran on a GPU
     plan = [("unchanged", "", 1.0, args.nulls)]
     for factor in (float(f) for f in args.factors.split(",")):
@@ -115,7 +109,7 @@ def main() -> None:
                 print(f"{kind} {slowdown or '-'} run {run} at {threshold:g}: exit {code} {'; '.join(flagged)}",
                       flush=True)
     shutil.rmtree(work, ignore_errors=True)
-    print(summary(pd.read_csv(args.out)))
+    print(detection_table(pd.read_csv(args.out)))
 
 
 if __name__ == "__main__":

@@ -227,3 +227,14 @@ def test_gpu_runs_are_compared_over_the_gpu_reference():
     new = results({"alg4": 0.6, "alg7": 1.0}, seed=2).assign(backend="gpu")
     result = compare(new, gpu, schema)
     assert verdicts(result)[(32, "alg7", "alg1")] == "SLOWER" and result.attrs["reference"] == "alg1"
+
+
+def test_detection_table_counts_false_alarms_and_catches():
+    from bench.check import detection_table
+
+    rows = pd.DataFrame([{"threshold": 0.1, "kind": "unchanged", "variant": "-", "factor": 1.0, "run": r,
+                          "exit_code": 0, "largest_change_pct": 3.0} for r in range(2)] +
+                        [{"threshold": 0.1, "kind": "one kernel", "variant": "alg7", "factor": 2.0, "run": r,
+                          "exit_code": r, "largest_change_pct": 99.0} for r in range(2)])
+    table = detection_table(rows)
+    assert "0 of 2 false alarms" in table and "1 of 2 caught" in table
