@@ -23,7 +23,7 @@ PROFILES = {
     "quick": ("gpu", "every recipe on one GPU in at most 20 minutes: smaller corpora, fewer iterations and K"),
     "paper": ("gpu", "the papers' settings: their iterations, repeats and K grids, full-size corpora"),
     "ci": (None, "the regression gate of `bench check`: a few stable points a suite, on the GPU where there is "
-                 "one (under a minute), else on the CPU; kept apart in results/<machine>/ci/"),
+                 "one (a minute or two), else on the CPU; kept apart in results/<machine>/ci/"),
 }
 # Profiles whose results are kept in a folder of their own under results/<machine>/, so that
 # their many reruns never reach the figures.
