@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,8 @@ from rich.table import Table
 from scipy.stats import mannwhitneyu
 
 from bench.errors import BenchError
-from bench.results import gated_metrics, key_columns, latest_code
+from bench.results import gated_metrics, key_columns, latest_code, load, schema_for
+from bench.suite import get_suite
 
 CALIBRATION = "calibration"
 REGRESSIONS = ("SLOWER", "WORSE", "MISSING")
@@ -153,9 +155,23 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
     result = result[[*by, *STAT_COLUMNS]]
     if (result["verdict"] == "MISSING").all():
         raise _nothing_matches(new, base, keys)
-    result.attrs.update(suite=schema["suite"], reference=reference, threshold=threshold, calibration_threshold=calibration_threshold,
-                        alpha=alpha)
+    result.attrs.update(suite=schema["suite"], reference=reference, threshold=threshold,
+                        calibration_threshold=calibration_threshold, alpha=alpha)
     return result
+
+
+def compare_files(new: Path, baseline: Path, suite: str | None = None, **settings) -> pd.DataFrame:
+    """compare() of one suite's results in two files or results directories (the suite NEW's
+    file names where None), each read with its sidecar's schema, else the registered suite's."""
+    def registry_schema(name: str) -> dict:
+        return schema_for(get_suite(name))
+
+    new_df, schema, _ = load(new, suite, registry_schema)
+    base_df, base_schema, _ = load(baseline, schema["suite"], registry_schema)
+    for df, path in ((new_df, new), (base_df, baseline)):
+        if df.empty:
+            raise BenchError(f"{path}: no {schema['suite']} rows")
+    return compare(new_df, base_df, schema, base_schema=base_schema, **settings)
 
 
 def reference_of(schema: dict, df: pd.DataFrame) -> str:
@@ -216,8 +232,9 @@ def _cells(result: pd.DataFrame) -> tuple[list[str], list[list[str]], str]:
 def render_table(result: pd.DataFrame) -> Table:
     header, rows, constant = _cells(result)
     attrs = result.attrs
-    title = (f"{attrs['suite']}: ratios over {attrs['reference']} (threshold {attrs['threshold']:.0%}); {attrs['reference']} over "
-             f"the calibration (threshold {attrs['calibration_threshold']:.0%})") if "reference" in attrs else None
+    title = (f"{attrs['suite']}: ratios over {attrs['reference']} (threshold {attrs['threshold']:.0%}); "
+             f"{attrs['reference']} over the calibration (threshold {attrs['calibration_threshold']:.0%})"
+             if "reference" in attrs else None)
     table = Table(title=title, caption=constant or None)
     for name in header:
         table.add_column(name, justify="left" if name in ("verdict", "variant", "metric", "over") else "right")

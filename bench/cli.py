@@ -461,12 +461,13 @@ def check(
     """Compare NEW with BASE metric by metric, each gated as its suite declares.
 
     With two directories (results/<machine>/ci/ of `bench reproduce --profile ci`), every
-    suite with results in BASE is checked, and one missing from NEW is a regression. A ratio counts as changed when it moved beyond --threshold and the change is
-    significant (Mann-Whitney U at --alpha); where the repeats are too few for the test
-    ever to reach --alpha (3 a side), by the threshold alone ("too few" in the p column).
+    suite with results in BASE is checked, and one missing from NEW is a regression. A ratio
+    counts as changed when it moved beyond --threshold and the change is significant
+    (Mann-Whitney U at --alpha); where the repeats are too few for the test ever to reach
+    --alpha (3 a side), by the threshold alone ("too few" in the p column).
     Exit 0 when nothing regressed, 1 when something regressed or is missing, 2 on bad
     input (also an impossible value: a time that is not positive, a negative count)."""
-    from bench.check import compare, exit_code, render_json, render_markdown, render_table, summary
+    from bench.check import compare_files, exit_code, render_json, render_markdown, render_table, summary
 
     parse_choices(fmt, ("table", "markdown", "json"), "format")
     for value, name in ((threshold, "--threshold"), (calibration_threshold, "--calibration-threshold")):
@@ -474,9 +475,6 @@ def check(
             raise BenchError(f"{name} must be > 0, got {value}")
     if not 0 < alpha < 1:
         raise BenchError(f"--alpha must be in (0, 1), got {alpha}")
-    def registry_schema(name):
-        return results.schema_for(get_suite(name))
-
     names: list[str | None] = [suite]  # None: the suite a file's schema names
     if suite is None and new.is_dir():
         if not baseline.is_dir():
@@ -486,20 +484,13 @@ def check(
             raise BenchError(f"--baseline {baseline}: no results of any suite ({', '.join(suite_names())})")
     compared, absent = [], []
     for name in names:
-        if name and new.is_dir() and not (new / f"{name}.csv").exists() and suite is None:
+        if suite is None and name and not (new / f"{name}.csv").exists():  # directories: BASE's suites
             absent.append(name)  # every point of the suite is missing
             continue
-        # NEW names the suite (a file by its schema); BASE must hold the same suite's results.
-        new_df, schema, _ = results.load(new, name, registry_schema)
-        base_df, base_schema, _ = results.load(baseline, schema["suite"], registry_schema)
-        for df, path in ((new_df, new), (base_df, baseline)):
-            if df.empty:
-                raise BenchError(f"{path}: no {schema['suite']} rows")
-        compared.append(compare(new_df, base_df, schema, threshold=threshold,
-                                calibration_threshold=calibration_threshold, alpha=alpha,
-                                metrics=metric.split(",") if metric else None, base_schema=base_schema))
-    lines = [f"{name}: {summary(result, allow_missing)}" for name, result in
-             zip((r.attrs["suite"] for r in compared), compared)]
+        compared.append(compare_files(new, baseline, name, threshold=threshold,
+                                      calibration_threshold=calibration_threshold, alpha=alpha,
+                                      metrics=metric.split(",") if metric else None))
+    lines = [f"{result.attrs['suite']}: {summary(result, allow_missing)}" for result in compared]
     lines += [f"{name}: MISSING, no {name}.csv in {new}" + ("" if allow_missing else " -> regression")
               for name in absent]
     if fmt in ("json", "markdown"):  # for machines: never wrapped, and nothing else on stdout

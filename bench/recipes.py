@@ -96,7 +96,6 @@ class Recipe:
     figures: tuple[str, ...] = ()
     note: str = ""
 
-
     @property
     def reproduces_paper(self) -> bool:
         """Whether a reproduction profile (not ci) runs it: the report shows those alone."""

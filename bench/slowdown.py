@@ -6,7 +6,9 @@ variant's device inside its timed run, after the run's own work, for (factor - 1
 the variant's steady time (the median of three untimed runs after the warm-ups, which are
 slower): on the CPU a busy loop, on a GPU a one-thread
 kernel that waits on the global timer (kernels/spin.cu), so that the rows read as if the
-variant's kernels had slowed. The calibration is never slowed. A run made with the knob
+variant's kernels had slowed. On runs of tens of microseconds it falls short of the
+factor: a run among the interleaved repeats takes longer than the steady runs taken back to
+back. The calibration is never slowed. A run made with the knob
 records it in its sidecar (`slowdown`)."""
 
 from __future__ import annotations

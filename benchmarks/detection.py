@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import results
-from bench.check import REGRESSIONS, compare, detection_table, exit_code, reference_of
+from bench.check import REGRESSIONS, compare_files, detection_table, exit_code, reference_of
 from bench.suite import get_suite, suite_names
 
 
@@ -45,10 +45,6 @@ def ci_run(suite: str, slowdown: str, processes: int, work: Path) -> Path:
     return machine / "ci"
 
 
-def schema_of(suite: str) -> dict:
-    return results.schema_for(get_suite(suite))
-
-
 def check(new: Path, baseline: Path, threshold: float, calibration_threshold: float) -> tuple[int, list[str], float]:
     """bench check of every suite the run measured: its exit code, the rows it flagged, and
     the largest change of a time ratio in percent (signed), flagged or not."""
@@ -56,10 +52,7 @@ def check(new: Path, baseline: Path, threshold: float, calibration_threshold: fl
     for name in suite_names():
         if not (new / f"{name}.csv").exists():
             continue
-        new_df, schema, _ = results.load(new, name, schema_of)
-        base_df, base_schema, _ = results.load(baseline, name, schema_of)
-        result = compare(new_df, base_df, schema, threshold=threshold, calibration_threshold=calibration_threshold,
-                         base_schema=base_schema)
+        result = compare_files(new, baseline, name, threshold=threshold, calibration_threshold=calibration_threshold)
         code = max(code, exit_code(result))
         changes = (result.loc[result["metric"] == "seconds", "change"].dropna() - 1) * 100
         if len(changes) and abs(changes).max() > abs(largest):
@@ -83,7 +76,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="csv of one row per CI run")
     args = parser.parse_args()
 
-    base, schema, _ = results.load(args.baseline, args.suite, schema_of)
+    base, schema, _ = results.load(args.baseline, args.suite, lambda name: results.schema_for(get_suite(name)))
     reference = reference_of(schema, base)  # the GPU reference where the baseline ran on a GPU
     plan = [("unchanged", "", 1.0, args.nulls)]
     for factor in (float(f) for f in args.factors.split(",")):

@@ -248,13 +248,17 @@ def test_the_slowdown_knob_slows_the_named_variants_only(tmp_path, monkeypatch):
     from bench import slowdown
 
     plan = harness.plan(FAKE, {"n": "128", "method": "loop"}, "cpu")
-    monkeypatch.setenv(slowdown.ENV, "twice=3")
+    # Runs of tens of microseconds: the steady time, taken back to back, is shorter than a run
+    # among the interleaved repeats, so the knob falls short of the factor there (0.65 to 0.9
+    # of the extra time asked, seen here); 5x leaves room. On runs of milliseconds (lda's
+    # gate) 2x measured +97% to +104%.
+    monkeypatch.setenv(slowdown.ENV, "twice=5")
     assert harness.sweep(plan, settings(tmp_path, repeats=5)) == 0
     df = pd.read_csv(tmp_path / "fake.csv")
     median = df.groupby("variant")["seconds"].median()
-    assert median["twice"] / median["plain"] > 4  # about 2 unslowed, 6 slowed
+    assert median["twice"] / median["plain"] > 4  # about 2 unslowed, 10 slowed
     [run] = json.loads((tmp_path / "fake.json").read_text())["runs"].values()
-    assert run["slowdown"] == "twice=3"  # a run made with the knob says so
+    assert run["slowdown"] == "twice=5"  # a run made with the knob says so
     monkeypatch.setenv(slowdown.ENV, "*=2")
     assert slowdown.factor_for(slowdown.factors(), "plain") == 2
     for bad in ("twice", "twice=0.5", "=2", "twice=x"):
