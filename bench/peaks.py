@@ -18,23 +18,50 @@ THREADS, BLOCKS_PER_SM, ITERATIONS, CHAINS, TRIES = 256, 8, 1 << 14, 8, 5
 PRECISIONS = {"f32": np.float32, "f64": np.float64}
 
 
-def best_rate(launch, precision: str, args: tuple, operations_per_step: int) -> float:
-    """Operations per second of the fastest of TRIES launches (after a warm-up) of
-    launch(out, ITERATIONS, *args) on BLOCKS_PER_SM blocks of THREADS threads an SM, each
-    thread making CHAINS x operations_per_step operations an iteration; CUDA events."""
+def _launcher(kernel, precision: str, args: tuple):
+    """A launch of kernel(out, ITERATIONS, *args) on BLOCKS_PER_SM blocks of THREADS threads
+    an SM, and the number of steps it makes (each thread CHAINS an iteration)."""
     import cupy
 
     blocks = multiprocessors() * BLOCKS_PER_SM
     out = cupy.empty(blocks * THREADS, dtype=PRECISIONS[precision])
+    return (lambda: kernel((blocks,), (THREADS,), (out, np.int32(ITERATIONS), *args)),
+            blocks * THREADS * ITERATIONS * CHAINS)
+
+
+def best_rate(kernel, precision: str, args: tuple, operations_per_step: int) -> float:
+    """Operations per second of the fastest of TRIES launches (after a warm-up) of
+    kernel(out, ITERATIONS, *args), each step making operations_per_step operations; CUDA events."""
+    import cupy
+
+    launch, steps = _launcher(kernel, precision, args)
     best = np.inf
     for _ in range(TRIES + 1):  # the first launch is a warm-up
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         start.record()
-        launch((blocks,), (THREADS,), (out, np.int32(ITERATIONS), *args))
+        launch()
         stop.record()
         stop.synchronize()
         best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-    return blocks * THREADS * ITERATIONS * CHAINS * operations_per_step / best
+    return steps * operations_per_step / best
+
+
+def _fma_args(precision: str) -> tuple:
+    dtype = PRECISIONS[precision]
+    return dtype(0.999), dtype(1e-3)
+
+
+def fma_job(precision: str = "f32"):
+    """One launch of the FMA kernel alone, as a function: the GPU's calibration job
+    (bench.timing), its time set by the SM clock alone."""
+    import cupy
+
+    return _fma_job(precision, cupy.cuda.runtime.getDevice())
+
+
+@cache
+def _fma_job(precision: str, device: int):
+    return _launcher(raw_kernel(SOURCE, f"peak_fma_{precision}"), precision, _fma_args(precision))[0]
 
 
 def fma_gflops(precision: str) -> float:
@@ -47,8 +74,7 @@ def fma_gflops(precision: str) -> float:
 
 @cache
 def _fma_gflops(precision: str, device: int) -> float:
-    dtype = PRECISIONS[precision]
-    return best_rate(raw_kernel(SOURCE, f"peak_fma_{precision}"), precision, (dtype(0.999), dtype(1e-3)), 2) / 1e9
+    return best_rate(raw_kernel(SOURCE, f"peak_fma_{precision}"), precision, _fma_args(precision), 2) / 1e9
 
 
 COPY_TRIES = 3

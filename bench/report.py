@@ -199,11 +199,14 @@ def _gate(directory: Path, names: list[str]) -> list[str]:
     gated = [name for name in names if (directory / f"{name}.csv").exists()]
     if not gated:
         return []
+    processes = {name: read_csv(directory / f"{name}.csv")["run_id"].nunique() for name in gated}
     lines = ["## Regression gate", "", f"`bench check` baselines in `{FOLDERS['ci']}/` (`bench reproduce --profile "
-             f"ci`): {', '.join(gated)}.", ""]
+             "ci`, processes a suite): " + ", ".join(f"{name} ({count})" for name, count in processes.items()) + ".",
+             ""]
     for path in sorted(directory.glob("detection-*.csv")):
-        lines += [f"`{path.name}` (benchmarks/detection.py: a row per CI run; the largest change of a time "
-                  "ratio in percent, median over the runs):", "", detection_table(read_csv(path)), ""]
+        lines += [f"`{path.name}` (benchmarks/detection.py: a row per CI run; the change columns are each run's "
+                  "largest change of a time ratio, in percent, over the runs):", "", detection_table(read_csv(path)),
+                  ""]
     return lines
 
 

@@ -233,8 +233,10 @@ def test_detection_table_counts_false_alarms_and_catches():
     from bench.check import detection_table
 
     rows = pd.DataFrame([{"threshold": 0.1, "kind": "unchanged", "variant": "-", "factor": 1.0, "run": r,
-                          "exit_code": 0, "largest_change_pct": 3.0} for r in range(2)] +
+                          "exit_code": 0, "largest_change_pct": 3.0 + r} for r in range(2)] +
                         [{"threshold": 0.1, "kind": "one kernel", "variant": "alg7", "factor": 2.0, "run": r,
                           "exit_code": r, "largest_change_pct": 99.0} for r in range(2)])
     table = detection_table(rows)
     assert "0 of 2 false alarms" in table and "1 of 2 caught" in table
+    null = [cell.strip() for cell in table.splitlines()[2].split("|")]
+    assert null[7:10] == ["3.5", "3", "4"]  # median, smallest and largest change: how near the threshold
