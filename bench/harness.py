@@ -330,8 +330,8 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     series_path = settings.out_dir / f"{suite.name}-series.csv"
     sidecar = settings.out_dir / f"{suite.name}.json"
     columns, series_cols = results.row_columns(schema), results.series_columns(schema)
-    results.check_header(csv_path, columns)
-    results.check_header(series_path, series_cols)
+    for path in (csv_path, series_path):
+        results.check_header(path, [*results.key_columns(schema), "code_version", "run_id"])
     if not suite.sources:
         raise RuntimeError(f"suite {suite.name} declares no sources: its code version would miss its own code")
     code = envinfo.code_version(suite.sources)

@@ -125,7 +125,7 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
     csv_path, sidecar = out_dir / f"{suite.name}-profile.csv", out_dir / f"{suite.name}-profile.json"
     axes = [key for key in plan.points[0] if key != "suite"]
     columns = ["suite", *axes, *COLUMNS, *BOOKKEEPING]
-    results.check_header(csv_path, columns)
+    results.check_header(csv_path, ["suite", *axes, "code_version", "run_id"])
     env = envinfo.collect_env(sys.argv)
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     run_id = harness.new_run_id()

@@ -110,17 +110,14 @@ def read_header(csv_path: Path) -> list[str] | None:
         os.close(fd)
 
 
-def _require_header(csv_path: Path, header: list[str] | None, columns: list[str]) -> None:
-    """BenchError when a file's header (None: no file yet) holds other columns."""
-    if header is not None and set(header) != set(columns):
-        missing, extra = sorted(set(columns) - set(header)), sorted(set(header) - set(columns))
-        raise BenchError(f"{csv_path}: its columns differ from the rows' (not in the file {missing[:6]}, "
-                         f"not in the rows {extra[:6]}): write elsewhere with --out")
-
-
-def check_header(csv_path: Path, columns: list[str]) -> None:
-    """BenchError when an existing file was written with other columns."""
-    _require_header(csv_path, read_header(csv_path), columns)
+def check_header(csv_path: Path, required: list[str]) -> None:
+    """BenchError when an existing file lacks columns that name its points (the suite's axes,
+    code_version, run_id): another suite's file or none at all. New metrics widen a file."""
+    header = read_header(csv_path)
+    missing = [c for c in required if header is not None and c not in header]
+    if missing:
+        raise BenchError(f"{csv_path}: not a results file of these points (no column {', '.join(missing[:6])}): "
+                         "write elsewhere with --out")
 
 
 def _cut_torn_tail(fd: int, path: Path) -> None:
@@ -145,19 +142,27 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
 
     The text is built in memory and written with one os.write on an O_APPEND descriptor
     under an exclusive flock, then fsynced, so readers and other appenders never see half
-    a line. Raises BenchError if the columns differ from the file's header.
+    a line. Rows with columns the file lacks (a suite that gained a metric) widen it first:
+    the file is rewritten beside itself with the new columns, empty in its old rows, and
+    renamed over itself; a writer that waited for the lock on the old file opens the new one.
+    Columns of the file that the rows lack stay empty in them.
     """
     if not rows:
         return
     csv_path = Path(csv_path)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     columns = columns or list(dict.fromkeys(c for row in rows for c in row))
-    fd = os.open(csv_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
+    while True:
+        fd = os.open(csv_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)  # header check and write form one step
+        if os.path.exists(csv_path) and os.fstat(fd).st_ino == os.stat(csv_path).st_ino:
+            break
+        os.close(fd)  # widened (replaced) while this writer waited: take the new file
+    try:
         _cut_torn_tail(fd, csv_path)
         header = _read_header(fd)
-        _require_header(csv_path, header, columns)
+        if header is not None and set(columns) - set(header):
+            header, fd = _widen(fd, csv_path, header, columns)
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=header or columns, lineterminator="\n", extrasaction="ignore")
         if header is None:
@@ -167,6 +172,23 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
         os.fsync(fd)
     finally:
         os.close(fd)  # also releases the lock
+
+
+def _widen(fd: int, csv_path: Path, header: list[str], columns: list[str]) -> tuple[list[str], int]:
+    """The file (locked through fd) rewritten with the columns it lacks appended, empty in
+    every old row, and renamed over itself: its new header, and a descriptor of it, locked
+    (fd is closed). The old file is whole until the rename, so an interruption loses nothing."""
+    wider = header + [c for c in columns if c not in header]
+    old = pd.read_csv(io.BytesIO(os.pread(fd, os.fstat(fd).st_size, 0)), dtype=str, keep_default_na=False)
+    tmp = csv_path.with_name(f".{csv_path.name}.{os.getpid()}.widen")
+    old.reindex(columns=wider, fill_value="").to_csv(tmp, index=False, lineterminator="\n")
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, csv_path)
+    new_fd = os.open(csv_path, os.O_RDWR | os.O_APPEND)
+    fcntl.flock(new_fd, fcntl.LOCK_EX)
+    os.close(fd)  # writers waiting on the old file wake, see it replaced, and open this one
+    return wider, new_fd
 
 
 # Hex digests and ids: text even where one reads as a number ("2814554e3348" is 2.8e3354).

@@ -337,7 +337,10 @@ def test_synth_imports_on_its_own():
 @pytest.mark.real_corpus("kos")
 def test_kos_matches_published_statistics():
     corpus = load_corpus("kos")
-    assert corpus.stats() == {
+    stats = corpus.stats()
+    assert {name: stats.pop(name) for name in ("length_cv", "zipf_exponent")} == pytest.approx(
+        {"length_cv": 0.7098, "zipf_exponent": 0.6369}, abs=1e-4)
+    assert stats == {
         "documents": 3430, "vocabulary": 6906, "tokens": 467714, "nnz": 353160,
         "mean_length": 467714 / 3430, "max_length": 670, "empty_documents": 0,
     }
@@ -529,7 +532,11 @@ def test_catalogue_entries_are_complete():
                 assert entry[f"{role}_url"].endswith("/bag-of-words/" + entry[role])
                 assert len(entry[f"{role}_sha256"]) in (0, 64)
         else:
-            assert {"tokens", "max_length", "topics", "alpha", "hidden_vocabulary", "zipf_exponent"} <= set(entry)
+            assert {"tokens", "max_length"} <= set(entry)
+            if "imitates" in entry:
+                assert set(synth.CALIBRATED) <= set(entries[entry["imitates"]]["structure"]) | set(entry)
+            else:
+                assert set(synth.FIRST) <= set(entry)
 
 
 # ---------------------------------------------------------------- synthetic corpora
@@ -568,6 +575,13 @@ def test_tiny_has_the_same_bytes_everywhere():
     corpus = synthesize("tiny")
     digest = hashlib.sha256(corpus.doc_ptr.tobytes() + corpus.words.tobytes()).hexdigest()
     assert digest == "bc066ad6ad037fbf8ece1d185e78ac214ed3e3b026a63f591a750f972e13161f"
+
+
+def test_a_calibrated_corpus_has_the_same_bytes_everywhere():
+    # kos-synth's topics (the calibrated generator: a permutation per topic) and lengths (its cv).
+    corpus = synthesize("kos-synth", 0.05)
+    digest = hashlib.sha256(corpus.doc_ptr.tobytes() + corpus.words.tobytes()).hexdigest()
+    assert digest == "1617b4f4dacbd99a50fe461801531a95476335777f972510e7e930c317ba8900"
 
 
 def test_wiki_synth_at_one_percent_hits_exact_targets():

@@ -64,16 +64,20 @@ def test_append_follows_header_order_and_writes_numpy_scalars_as_numbers(tmp_pat
     assert path.read_text().splitlines()[2].startswith("lda,alg1,cpu,f32,64,0,0.25,0.125,")
 
 
-def test_header_mismatch_names_the_columns(tmp_path):
+def test_rows_with_new_columns_widen_the_file_and_rows_without_some_leave_them_empty(tmp_path):
     path = tmp_path / "r.csv"
     append_rows(path, [row()])
-    with pytest.raises(BenchError, match="update"):
-        append_rows(path, [row(update="dense")])
+    append_rows(path, [row(update="dense")])  # a column the file lacks: the old row's cell is empty
     bad = row()
     del bad["draw_z_s"]
-    with pytest.raises(BenchError, match="draw_z_s"):
-        append_rows(path, [bad])
-    assert len(read_csv(path)) == 1
+    append_rows(path, [bad])  # a column the rows lack: empty in them
+    df = read_csv(path)
+    assert len(df) == 3 and list(df.columns)[-1] == "update"
+    assert df["update"].isna().tolist() == [True, False, True]
+    assert df["draw_z_s"].isna().tolist() == [False, False, True]
+    assert df.drop(columns=["update", "draw_z_s"]).iloc[0].equals(read_csv(path).drop(
+        columns=["update", "draw_z_s"]).iloc[2])  # the old row kept whole
+    assert not list(tmp_path.glob(".*widen"))
 
 
 def test_concurrent_appends_never_interleave(tmp_path):
@@ -88,6 +92,21 @@ def test_concurrent_appends_never_interleave(tmp_path):
     assert len(df) == 120
     assert sorted(df.groupby("K").size().unique()) == [3]
     assert set(df["variant"]) == {"x" * 500}
+
+
+def test_concurrent_appends_lose_nothing_while_one_widens_the_file(tmp_path):
+    path = tmp_path / "r.csv"
+
+    def work(i):  # every fifth writer brings a new column of its own
+        extra = {f"metric_{i}": i} if i % 5 == 0 else {}
+        append_rows(path, [row(K=i, repeat=r, **extra) for r in range(3)])
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(40)))
+    df = read_csv(path)
+    assert len(df) == 120 and sorted(df.groupby("K").size().unique()) == [3]
+    for i in range(0, 40, 5):
+        assert df.loc[df["K"] == i, f"metric_{i}"].eq(i).all() and df[f"metric_{i}"].notna().sum() == 3
 
 
 def test_torn_last_line_is_ignored_then_repaired(tmp_path):

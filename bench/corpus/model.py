@@ -9,6 +9,9 @@ from functools import cached_property
 import numpy as np
 
 
+ZIPF_FIRST_RANK, ZIPF_POINTS = 10, 50
+
+
 class CorpusError(Exception):
     """Bad input data or an unknown dataset; the one-line message says what to fix.
 
@@ -121,10 +124,32 @@ class Corpus:
             "vocabulary": self.vocab_size,
             "tokens": self.num_tokens,
             "nnz": self.nnz,
-            "mean_length": self.num_tokens / self.num_docs if self.num_docs else 0.0,
             "max_length": self.max_length,
             "empty_documents": int(np.count_nonzero(lengths == 0)),
+            **self.text_stats(),
         }
+
+    def text_stats(self) -> dict:
+        """What a synthetic corpus imitates of a real one's text (bench/corpus/synth.py): the
+        mean and the spread (standard deviation over mean) of document lengths, and the Zipf
+        exponent of word frequencies."""
+        lengths = self.lengths
+        return {"mean_length": self.num_tokens / self.num_docs if self.num_docs else 0.0,
+                "length_cv": float(lengths.std() / lengths.mean()) if self.num_tokens else 0.0,
+                "zipf_exponent": self.zipf_exponent()}
+
+    def zipf_exponent(self) -> float:
+        """The slope of log frequency against log rank, least squares over ZIPF_POINTS ranks
+        spaced evenly in log rank from ZIPF_FIRST_RANK to a tenth of the words used (the head's
+        few function words and the tail's ones and twos left out); nan with too few words."""
+        counts = np.sort(np.bincount(self.words, minlength=self.vocab_size))[::-1]
+        used = int(np.count_nonzero(counts))
+        last = used // 10
+        if last < 4 * ZIPF_FIRST_RANK:
+            return float("nan")
+        ranks = np.unique(np.geomspace(ZIPF_FIRST_RANK, last, ZIPF_POINTS).round().astype(np.int64))
+        slope = np.polyfit(np.log(ranks), np.log(counts[ranks - 1]), 1)[0]
+        return float(-slope)
 
     def _select(self, docs: np.ndarray, name: str) -> Corpus:
         ptr, idx = segment_index(self.doc_ptr, docs)

@@ -1,16 +1,28 @@
-"""Deterministic synthetic corpora that look like text (DESIGN.md, "Synthetic corpora that look like text").
+"""Deterministic synthetic corpora that look like text (DESIGN.md, "Synthetic corpora with the
+structure of text").
 
-Topics are Dirichlet draws around a Zipf base measure over a hidden vocabulary, of which the
-V words with the largest total mass are kept; document lengths are a clipped lognormal scaled
-to an exact token total; each document mixes topics with theta_d ~ Dirichlet(alpha), and each
-token draws a topic from theta_d and then a word from that topic (the topic counts of a
-document are then multinomial(length, theta_d)). Every random number comes from
-PCG64 streams seeded from (name, seed), and the discrete draws are inverse-CDF searches on
-rng.random / rng.integers, whose bits numpy fixes. The same arguments gave the same bytes
-with numpy 2.4 and 2.5 on different hosts; only the gamma and lognormal draws go through the
-C math library, where a different libm could in principle change a last bit. Where there is a
-GPU, the searches and sorts of the per-token draws run on it (CuPy), on the same random
-numbers drawn on the host: integer keys and float64 comparisons, so the same bytes.
+Document lengths are a clipped lognormal scaled to an exact token total; each document
+mixes topics with theta_d ~ Dirichlet(alpha), and each token draws a topic from theta_d and
+then a word from that topic (the topic counts of a document are then multinomial(length,
+theta_d)). The topics come in two kinds:
+- calibrated (an entry that `imitates` a real corpus): the parameters of the real corpus's
+  [NAME.structure], measured against it by impls/saber's calibration recipe. A share of
+  each topic (1 - topic_share) is the Zipf law of the words' global ranks, the words every
+  topic uses; the rest is a Zipf law (topic_zipf_exponent) of the topic's own ranking of the
+  words (a random permutation), its head words. Lengths have the real corpus's spread
+  (length_cv).
+- the first generator's (the other entries, until their results are measured again): topics
+  are Dirichlet draws of large concentration around one Zipf base over a hidden vocabulary,
+  of which the V words with the largest total mass are kept; they share their head words and
+  differ in the tail, which leaves little for a model to find. The lengths' spread follows
+  from max_length.
+Every random number comes from PCG64 streams seeded from (name, seed), and the discrete
+draws are inverse-CDF searches on rng.random / rng.integers, whose bits numpy fixes. The
+same arguments gave the same bytes with numpy 2.4 and 2.5 on different hosts; only the
+gamma and lognormal draws go through the C math library, where a different libm could in
+principle change a last bit. Where there is a GPU, the searches and sorts of the per-token
+draws run on it (CuPy), on the same random numbers drawn on the host: integer keys and
+float64 comparisons, so the same bytes.
 """
 
 from __future__ import annotations
@@ -33,6 +45,10 @@ CACHE_MIN_TOKENS = 1 << 25  # corpora this large are kept in the cache's synth/ 
 _CHUNK_TOKENS = 1 << 23  # tokens generated at a time, to bound temporary memory
 
 
+CALIBRATED = ("length_cv", "topics", "alpha", "zipf_exponent", "topic_share", "topic_zipf_exponent")
+FIRST = ("topics", "alpha", "zipf_exponent", "hidden_vocabulary", "concentration")  # the first generator's
+
+
 @dataclass(frozen=True)
 class Targets:
     documents: int
@@ -41,9 +57,12 @@ class Targets:
     max_length: int
     topics: int
     alpha: float
-    hidden_vocabulary: int
     zipf_exponent: float
-    concentration: float
+    length_cv: float | None = None  # calibrated corpora
+    topic_share: float | None = None
+    topic_zipf_exponent: float | None = None
+    hidden_vocabulary: int | None = None  # the first generator's
+    concentration: float | None = None
 
 
 def targets(item: dict, scale: float = 1.0) -> Targets:
@@ -53,16 +72,18 @@ def targets(item: dict, scale: float = 1.0) -> Targets:
     docs = max(1, round(item["documents"] * scale))
     tokens = max(docs, round(item["tokens"] * scale))  # every document gets at least one token
     vocab = max(16, round(item["vocabulary"] * scale))
+    if "imitates" in item:  # the real corpus's structure, a key of the entry's own overriding it
+        structure = {**entry(item["imitates"], "uci")["structure"], **item}
+        topics = {name: structure[name] for name in CALIBRATED}
+    else:
+        topics = {name: item[name] for name in FIRST}
+        topics["hidden_vocabulary"] = max(item["hidden_vocabulary"], 2 * vocab)
     return Targets(
         documents=docs,
         vocabulary=vocab,
         tokens=tokens,
         max_length=max(item["max_length"], -(-tokens // docs)),  # raised only if the total would not fit
-        topics=item["topics"],
-        alpha=item["alpha"],
-        hidden_vocabulary=max(item["hidden_vocabulary"], 2 * vocab),
-        zipf_exponent=item["zipf_exponent"],
-        concentration=item["concentration"],
+        **topics,
     )
 
 
@@ -122,6 +143,17 @@ def generate(name: str, t: Targets, seed: int, xp=None) -> Corpus:
 
 
 def _topics(rng: np.random.Generator, t: Targets) -> np.ndarray:
+    """(K, V) topic-word distributions over words by global rank (calibrated): a share of
+    the Zipf law of the global ranks and the rest a Zipf law of the topic's own ranking."""
+    if t.topic_share is None:
+        return _first_topics(rng, t)
+    ranks = np.arange(1, t.vocabulary + 1, dtype=np.float64)
+    common, own = ranks**-t.zipf_exponent, ranks**-t.topic_zipf_exponent
+    own_rank = rng.permuted(np.tile(np.arange(t.vocabulary), (t.topics, 1)), axis=1)
+    return (1 - t.topic_share) * common / common.sum() + t.topic_share * own[own_rank] / own.sum()
+
+
+def _first_topics(rng: np.random.Generator, t: Targets) -> np.ndarray:
     """(K, V) topic-word distributions: Dirichlet around a hidden Zipf, restricted to the V heaviest words."""
     base = np.arange(1, t.hidden_vocabulary + 1, dtype=np.float64) ** -t.zipf_exponent
     base /= base.sum()
@@ -136,15 +168,19 @@ def _topics(rng: np.random.Generator, t: Targets) -> np.ndarray:
 def _lengths(rng: np.random.Generator, t: Targets) -> np.ndarray:
     """Document lengths in [1, max_length] summing exactly to t.tokens.
 
-    A lognormal whose mean is the target mean and whose 1 - 1/D quantile is the maximum is
+    A lognormal whose mean is the target mean, and whose coefficient of variation is
+    length_cv (calibrated) or whose 1 - 1/D quantile is the maximum (the first generator), is
     multiplied by the factor that brings the clipped, rounded total just under the target;
     the few missing tokens go to random documents that have room.
     """
     mean, top = t.tokens / t.documents, t.max_length
-    z = statistics.NormalDist().inv_cdf(1 - 1 / (t.documents + 1))
-    # Solve log(top) = log(mean) - sigma^2/2 + z*sigma for the smaller root; no root: as wide as allowed.
-    gap = np.log(top / mean) if top > mean else 0.0
-    sigma = z - np.sqrt(z * z - 2 * gap) if z * z > 2 * gap else z
+    if t.length_cv is not None:
+        sigma = np.sqrt(np.log1p(t.length_cv**2))
+    else:
+        z = statistics.NormalDist().inv_cdf(1 - 1 / (t.documents + 1))
+        # Solve log(top) = log(mean) - sigma^2/2 + z*sigma for the smaller root; no root: as wide as allowed.
+        gap = np.log(top / mean) if top > mean else 0.0
+        sigma = z - np.sqrt(z * z - 2 * gap) if z * z > 2 * gap else z
     x = rng.lognormal(np.log(mean) - sigma**2 / 2, sigma, t.documents)
 
     def clipped(c):

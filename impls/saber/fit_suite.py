@@ -53,6 +53,8 @@ class FitWorkload:
     true_phi_loglik: float  # the evaluator on the generating phi (a reference, not a bound)
     eval_every: int
     alpha: float
+    text: dict  # the corpus's text statistics (Corpus.text_stats)
+    final_counts: object = None  # B at the last evaluation, for the trained topics' separation
 
 
 def _evaluation(work: FitWorkload):
@@ -63,6 +65,8 @@ def _evaluation(work: FitWorkload):
         if iteration % work.eval_every and iteration != work.train.iterations:
             return {}
         phi = heldout.phi_of(b, float(model.BETA), work.rows)
+        if iteration == work.train.iterations:
+            work.final_counts = b
         return {"loglik": heldout.log_likelihood(work.evaluation, phi, work.alpha)}
 
     return observe
@@ -104,6 +108,17 @@ class SaberFitSuite(Suite):
     gpu_reference = "G4"
     metrics = (
         Metric("final_loglik", "nats/token", better="higher", gate="tolerance", tolerance=0.01, help="held-out log-likelihood per token at the end"),
+        Metric("initial_loglik", "nats/token", help="held-out log-likelihood per token at the seeded random start"),
+        Metric("heldout_gap", "nats/token", better="higher",
+               help="final_loglik - initial_loglik: what training found (the corpus's topic structure)"),
+        Metric("topic_js", "nats", help="mean Jensen-Shannon divergence between two trained topics' word "
+               "distributions (every pair of 64 topics drawn at random): how separated the topics are"),
+        Metric("final_topics_per_document", "", help="saber: mean non-zero topics of a training document's row of "
+               "A at the end (kd_mean): how many topics a document mixes"),
+        Metric("mean_length", "tokens", help="the corpus's mean document length"),
+        Metric("length_cv", "", help="the corpus's document lengths: standard deviation over mean"),
+        Metric("zipf_exponent", "", help="the corpus's word frequencies: slope of log frequency against log rank "
+               "(bench.corpus Corpus.zipf_exponent)"),
         Metric("ceiling", "nats/token", help="the same under the generating theta and phi (synthetic corpora)"),
         Metric("true_phi_loglik", "nats/token", help="the evaluator on the generating phi, theta folded in as for "
                "every system: what recovering the topics is worth (synthetic corpora)"),
@@ -145,7 +160,8 @@ class SaberFitSuite(Suite):
             ceiling = heldout.ceiling(evaluation)
             true_phi = heldout.log_likelihood(evaluation, corpus.true_phi[rows],
                                               float(model.alpha_of(corpus.true_phi.shape[1])))
-        return FitWorkload(train, held, evaluation, rows, ceiling, true_phi, point["eval_every"], alpha)
+        return FitWorkload(train, held, evaluation, rows, ceiling, true_phi, point["eval_every"], alpha,
+                           corpus.text_stats())
 
     def run(self, work: FitWorkload, variant: str, ctx) -> dict:
         if variant == "tomotopy":
@@ -160,8 +176,14 @@ class SaberFitSuite(Suite):
             iterate(work.train, "G3", ctx, "cpu", _evaluation(work))
         else:
             iterate(work.train, variant, ctx, "gpu", _evaluation(work))
-        return {"final_loglik": ctx.series[-1]["loglik"], "ceiling": work.ceiling, "true_phi_loglik": work.true_phi_loglik,
-                "heldout_documents": work.held.evaluated.num_docs, "evaluated_tokens": work.held.evaluated.num_tokens}
+        first, last = ctx.series[0], ctx.series[-1]
+        separation = heldout.topic_separation(work.final_counts, float(model.BETA))
+        work.final_counts = None
+        return {"final_loglik": last["loglik"], "initial_loglik": first["loglik"],
+                "heldout_gap": last["loglik"] - first["loglik"], "topic_js": separation,
+                "final_topics_per_document": last.get("kd_mean"), **work.text, "ceiling": work.ceiling,
+                "true_phi_loglik": work.true_phi_loglik, "heldout_documents": work.held.evaluated.num_docs,
+                "evaluated_tokens": work.held.evaluated.num_tokens}
 
     def skip_variant(self, point: dict, variant: str) -> str | None:
         if point.get("gpus", 1) > 1 and variant not in ("G4", "G0", "delayed-gibbs"):

@@ -58,6 +58,31 @@ def phi_of(b, beta: float, rows: np.ndarray | None = None) -> np.ndarray:
     return (picked + beta) / (totals + b.shape[0] * beta)
 
 
+SEPARATION_TOPICS = 64  # topics drawn for topic_separation: every pair of them (2016)
+
+
+def topic_separation(b, beta: float, topics: int = SEPARATION_TOPICS) -> float:
+    """The mean Jensen-Shannon divergence (nats) between the word distributions of two trained
+    topics, phi formed as phi_of forms it, over every pair of `topics` topics drawn at random
+    (a fixed seed; all of them where there are fewer): 0 where topics are equal, log 2 where
+    disjoint. From counts B [V, K] on the host or a GPU (their columns alone are copied)."""
+    chosen = np.sort(np.random.default_rng(SPLIT_SEED).choice(b.shape[1], min(b.shape[1], topics), replace=False))
+    index = chosen
+    if hasattr(b, "get"):
+        import cupy
+
+        index = cupy.asarray(chosen)
+    totals = to_host(b.sum(axis=0, dtype=np.int64))[chosen].astype(np.float64)
+    phi = (to_host(b[:, index]).astype(np.float64) + beta) / (totals + b.shape[0] * beta)
+    plogp = phi * np.log(phi)
+    divergences = []
+    for i in range(phi.shape[1] - 1):
+        p, q = phi[:, i:i + 1], phi[:, i + 1:]
+        mix = (p + q) / 2
+        divergences.append(((plogp[:, i:i + 1] + plogp[:, i + 1:]) / 2 - mix * np.log(mix)).sum(axis=0))
+    return float(np.concatenate(divergences).mean()) if divergences else float("nan")
+
+
 def log_likelihood(held: HeldOut, phi: np.ndarray, alpha: float, iterations: int = FOLD_IN_ITERATIONS) -> float:
     """The mean log-likelihood per evaluated token, theta folded in from the observed half."""
     per_document = np.empty(held.observed.num_docs)
