@@ -620,7 +620,7 @@ def data_info(
     table.add_column("statistic")
     table.add_column("value", justify="right")
     for key, value in corpus.stats().items():
-        table.add_row(key, f"{value:,.1f}" if isinstance(value, float) else f"{value:,}")
+        table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else f"{value:,}")
     out.print(table)
 
 
