@@ -67,13 +67,11 @@ def topic_separation(b, beta: float, topics: int = SEPARATION_TOPICS) -> float:
     (a fixed seed; all of them where there are fewer): 0 where topics are equal, log 2 where
     disjoint. From counts B [V, K] on the host or a GPU (their columns alone are copied)."""
     chosen = np.sort(np.random.default_rng(SPLIT_SEED).choice(b.shape[1], min(b.shape[1], topics), replace=False))
-    index = chosen
     if hasattr(b, "get"):
         import cupy
 
-        index = cupy.asarray(chosen)
-    totals = to_host(b.sum(axis=0, dtype=np.int64))[chosen].astype(np.float64)
-    phi = (to_host(b[:, index]).astype(np.float64) + beta) / (totals + b.shape[0] * beta)
+        chosen = cupy.asarray(chosen)
+    phi = phi_of(b[:, chosen], beta)  # a topic's column of phi depends on its own counts alone
     plogp = phi * np.log(phi)
     divergences = []
     for i in range(phi.shape[1] - 1):

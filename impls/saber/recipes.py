@@ -420,7 +420,7 @@ def _threads(results) -> Measured | None:
 # Figures 11 and 12: held-out log-likelihood against training time (saber-fit)
 # ---------------------------------------------------------------------------------------
 
-TWINS = {"esca-cpu": "G4", "delayed-gibbs-cpu": "delayed-gibbs"}
+TWINS = {"esca-cpu": "G4", "delayed-gibbs-cpu": "delayed-gibbs"}  # the CPU twins draw these systems' topics
 
 # What a synthetic corpus imitates of a real one (bench/corpus/synth.py), as saber-fit records it.
 CALIBRATED = {"mean_length": "mean length", "length_cv": "length spread", "zipf_exponent": "Zipf exponent",
@@ -449,7 +449,7 @@ def _calibration(real: str):
             return None
         return Measured(ratios, f"{real} / {real}-synth: " + "; ".join(texts))
 
-    return ours  # the CPU twins draw these systems' topics
+    return ours
 
 
 def _fit_settings(results) -> list[tuple[dict, pd.DataFrame, pd.DataFrame]]:
