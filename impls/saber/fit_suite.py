@@ -161,7 +161,7 @@ class SaberFitSuite(Suite):
             true_phi = heldout.log_likelihood(evaluation, corpus.true_phi[rows],
                                               float(model.alpha_of(corpus.true_phi.shape[1])))
         return FitWorkload(train, held, evaluation, rows, ceiling, true_phi, point["eval_every"], alpha,
-                           corpus.text_stats())
+                           _text_stats(point["dataset"], point["scale"]))
 
     def run(self, work: FitWorkload, variant: str, ctx) -> dict:
         if variant == "tomotopy":
@@ -198,6 +198,12 @@ class SaberFitSuite(Suite):
 @model.latest_only
 def _split(dataset: str, scale: float) -> HeldOut:
     return heldout.split(cached_corpus(dataset, scale))
+
+
+@model.latest_only
+def _text_stats(dataset: str, scale: float) -> dict:
+    """Once for every K of a sweep: a count of every word (2 billion tokens in clueweb-synth)."""
+    return cached_corpus(dataset, scale).text_stats()
 
 
 @model.latest_only
