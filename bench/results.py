@@ -339,20 +339,23 @@ class Claims:
         """True once this process holds the point; False while another live process does."""
         key = "|".join(f"{k}={as_text(v)}" for k, v in sorted(point.items()))
         path = self.directory / hashlib.sha256(key.encode()).hexdigest()[:24]
-        self.directory.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
+        taken_over = False
+        while True:
+            self.directory.mkdir(parents=True, exist_ok=True)
             try:
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileNotFoundError:  # another process's release() removed the emptied directory just now
+                continue
             except FileExistsError:
-                if _alive(path):
+                if taken_over or _alive(path):
                     return False
                 path.unlink(missing_ok=True)  # the claimant died: take it over
+                taken_over = True
                 continue
             with os.fdopen(fd, "w") as f:
                 f.write(f"{socket.gethostname()} {os.getpid()}")
             self.held.append(path)
             return True
-        return False
 
     def release(self) -> None:
         for path in self.held:

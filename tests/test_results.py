@@ -333,3 +333,20 @@ def test_a_claim_of_this_pid_is_a_dead_process_s(tmp_path):
     assert results.Claims(tmp_path, "fake").take(point)
     claim.write_text(f"another-host {os.getpid()}")  # another host's process: cannot tell, so it holds
     assert not results.Claims(tmp_path, "fake").take(point)
+
+
+def test_a_claim_is_taken_where_another_process_removed_the_emptied_claims_folder_meanwhile(tmp_path, monkeypatch):
+    """Another sweep's release() may remove the claims folder between this one's mkdir and
+    its claim: the claim is made all the same (CI once failed so)."""
+    claims = results.Claims(tmp_path, "fake")
+    real_open, calls = os.open, []
+
+    def open_after_a_release(path, *args):
+        if not calls:
+            claims.directory.rmdir()  # the other process's release(), just now
+        calls.append(path)
+        return real_open(path, *args)
+
+    monkeypatch.setattr(results.os, "open", open_after_a_release)
+    assert claims.take({"n": 64})
+    assert len(calls) == 2 and claims.held[0].exists()
