@@ -27,7 +27,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from bench import envinfo, results, slowdown
+from bench import ceilings, envinfo, results, slowdown
 from bench.backend import compiled_kernels
 from bench.errors import BenchError
 from bench.suite import Suite
@@ -190,6 +190,16 @@ def _gpu_monitor(backend: str):
     return ClockMonitor()
 
 
+def _limits(suite: Suite, backend: str) -> dict:
+    """The ceilings a GPU row's floor is computed from, measured once in this process
+    (bench.peaks, cached); {} where the suite states no work or there is no GPU."""
+    if backend != "gpu" or not suite.states_work:
+        return {}
+    from bench import peaks
+
+    return peaks.limits()
+
+
 def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int = 0, repeats: int | None = None):
     """(rows, series rows) of one point: every variant, interleaved, repeat by repeat."""
     suite, backend = plan.suite, plan.backend
@@ -204,6 +214,7 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
     steady = {name: slowdown.steady_seconds(lambda ctx: suite.run(workload, name, ctx), device)
               for name, device in variants if slowdown.factor_for(slow, name) > 1}
     warm_calibration(backend)
+    limits = _limits(suite, backend)
     if settings.flush_l2:
         from bench.gpu_monitor import flush_l2
     rows, series = [], []
@@ -225,7 +236,11 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
                 row = {**common, "seconds": ctx.seconds,
                        **{f"{phase}_s": ctx.phases.get(phase, 0.0) for phase in suite.phases},
                        **_declared(suite, values, "run"), **calibration}
-                rows.append({**row, **_declared(suite, suite.derived(workload, row), "run")})
+                row.update(_declared(suite, suite.derived(workload, row), "run"))
+                work = suite.work(workload, row) if limits and device == "gpu" else None
+                if work is not None:
+                    row.update(ceilings.floors(work, {**limits, "copy_gbps": row["copy_gbps"]}, row["seconds"]))
+                rows.append(row)
                 series += [{**common, **_declared(suite, {k: v for k, v in s.items() if k not in
                                                           ("iteration", "wall_s")}, "iteration"),
                             "iteration": s["iteration"], "wall_s": s["wall_s"]} for s in ctx.series]

@@ -1,6 +1,8 @@
 """The GPU's physical limits, measured in the run that reports against them: the FMA peak
-of a precision, by a kernel that does nothing else (kernels/peaks.cu), and the bandwidth
-of a device-to-device copy (bench.timing.calibrate). CuPy is imported on first use."""
+of a precision, the L2 read bandwidth and the empty-launch latency, each by a kernel that
+does nothing else (kernels/peaks.cu), and the bandwidth of a device-to-device copy
+(bench.timing.calibrate). bench.ceilings turns them into a kernel's floor. CuPy is
+imported on first use."""
 
 import json
 import subprocess
@@ -32,18 +34,8 @@ def _launcher(kernel, precision: str, args: tuple):
 def best_rate(kernel, precision: str, args: tuple, operations_per_step: int) -> float:
     """Operations per second of the fastest of TRIES launches (after a warm-up) of
     kernel(out, ITERATIONS, *args), each step making operations_per_step operations; CUDA events."""
-    import cupy
-
     launch, steps = _launcher(kernel, precision, args)
-    best = np.inf
-    for _ in range(TRIES + 1):  # the first launch is a warm-up
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        launch()
-        stop.record()
-        stop.synchronize()
-        best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-    return steps * operations_per_step / best
+    return steps * operations_per_step / _fastest(launch)
 
 
 def _fma_args(precision: str) -> tuple:
@@ -77,16 +69,90 @@ def _fma_gflops(precision: str, device: int) -> float:
     return best_rate(raw_kernel(SOURCE, f"peak_fma_{precision}"), precision, _fma_args(precision), 2) / 1e9
 
 
+# The L2 read: a buffer of this fraction of the L2 (well inside it, whatever the GPU's
+# L2 partitions and replacement do), swept L2_PASSES times a launch.
+L2_FRACTION, L2_PASSES = 0.5, 200
+LAUNCHES, SPIN_NS = 200, 20_000_000  # empty launches a try, queued behind a 20 ms spin
+
+
+def l2_gbps() -> float:
+    """The L2 read bandwidth of the current GPU in GB/s: the fastest of TRIES launches."""
+    import cupy
+
+    return _l2_gbps(cupy.cuda.runtime.getDevice())
+
+
+@cache
+def _l2_gbps(device: int) -> float:
+    import cupy
+
+    vectors = int(cupy.cuda.Device(device).attributes["L2CacheSize"] * L2_FRACTION) // 16
+    data, out = cupy.zeros(vectors * 4, dtype=np.float32), cupy.zeros(1, dtype=np.float32)
+    kernel = raw_kernel(SOURCE, "peak_l2_read")
+    blocks = multiprocessors() * BLOCKS_PER_SM
+    launch = lambda: kernel((blocks,), (THREADS,), (data, np.int64(vectors), np.int32(L2_PASSES), out))
+    return vectors * 16 * L2_PASSES / _fastest(launch) / 1e9
+
+
+def launch_s() -> float:
+    """Seconds the GPU takes a kernel launch at least: the spacing of empty kernels queued
+    back to back behind a spin (so that the host's cost of launching them is hidden)."""
+    import cupy
+
+    return _launch_s(cupy.cuda.runtime.getDevice())
+
+
+@cache
+def _launch_s(device: int) -> float:
+    import cupy
+
+    from bench.slowdown import SOURCE as SPIN
+
+    empty, spin = raw_kernel(SOURCE, "peak_empty"), raw_kernel(SPIN, "spin")
+    best = np.inf
+    for _ in range(TRIES + 1):  # the first is a warm-up
+        spin((1,), (1,), (np.uint64(SPIN_NS),))  # holds the GPU while the launches below are queued
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(LAUNCHES):
+            empty((1,), (1,), ())
+        stop.record()
+        stop.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3 / LAUNCHES)
+    return best
+
+
+def _fastest(job) -> float:
+    """Seconds of the fastest of TRIES runs of job() (after one run to warm up), CUDA events."""
+    import cupy
+
+    best = np.inf
+    for _ in range(TRIES + 1):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        job()
+        stop.record()
+        stop.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return best
+
+
+def limits() -> dict:
+    """The ceilings of bench.ceilings but the copy bandwidth (which every repeat's
+    calibration measures): L2 read bandwidth, FMA peak of each precision, launch latency."""
+    return {"l2_gbps": l2_gbps(), **{f"fma_gflops_{precision}": fma_gflops(precision) for precision in PRECISIONS},
+            "launch_s": launch_s()}
+
+
 COPY_TRIES = 3
 
 
 def measure() -> dict:
     """This GPU's limits: copy bandwidth in GB/s (bytes read plus written, the best of a few
-    copies) and the FMA peak of each precision in GFLOP/s."""
+    copies) and those of limits()."""
     from bench.timing import calibrate
 
-    return {"copy_gbps": max(calibrate("gpu")["copy_gbps"] for _ in range(COPY_TRIES)),
-            **{f"fma_gflops_{precision}": fma_gflops(precision) for precision in PRECISIONS}}
+    return {"copy_gbps": max(calibrate("gpu")["copy_gbps"] for _ in range(COPY_TRIES)), **limits()}
 
 
 def measure_apart() -> dict:

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import ceilings
 from bench.check import detection_table
 from bench.errors import BenchError
 from bench.recipes import FOLDERS
-from bench.results import latest_code, load, read_csv, schema_for
+from bench.results import key_columns, latest_code, load, read_csv, schema_for
 
 REPORT = "REPORT.md"
 
@@ -147,6 +148,24 @@ def _runs(results: Results, name: str) -> list[str]:
     return lines
 
 
+def _ceilings(results: Results, suite) -> list[str]:
+    """Each GPU kernel's fraction of its floor (bench.ceilings), and the points where a kernel
+    beat its floor (a count or a ceiling is wrong there)."""
+    if not suite.states_work or results.frame(suite.name).empty:
+        return []
+    df = results.frame(suite.name)
+    table, above = ceilings.summary(df, [k for k in key_columns(schema_for(suite)) if k in df and df[k].nunique() > 1])
+    if not table:
+        return []
+    lines = ["### Against the ceilings", "", "Every GPU row's floor: the largest of its compulsory DRAM bytes over "
+             "the copy bandwidth, its L2 bytes over the L2 read bandwidth, its multiply-adds over the FMA rate and "
+             "its launches times the launch latency, each measured in the same run (bench.ceilings); floor_frac "
+             "is the floor over the time measured, median over the repeats of each point:", "", table, ""]
+    if above:
+        lines += ["Above the floor, so a count or a ceiling is wrong at these points:", "", above, ""]
+    return lines
+
+
 def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
     """The report of one machine's results directory, as text."""
     results = Results(results_dir, {s.name: s for s in suites})
@@ -181,6 +200,7 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
                 lines += [f"`{table.name}`:", "", table.read_text().strip(), ""]
             if recipe.figures and not files:
                 lines += ["No figures here (`bench reproduce " + f"{suite.name}:{recipe.name}` draws them).", ""]
+        lines += _ceilings(results, suite)
         table, causes = _claims(suite, results)
         if table:
             lines += ["### The paper's claims beside ours", "", *table, ""]

@@ -169,6 +169,16 @@ class Suite:
         """Metrics computed from a timed row (rates, fractions of the copy bandwidth)."""
         return {}
 
+    def work(self, workload, row: dict):
+        """What a GPU row's timed run must do at least (a bench.ceilings.Work: compulsory DRAM
+        bytes, L2 bytes, multiply-adds, launches), from which the harness computes its floor
+        against the ceilings measured in the same run; None where a variant's is not stated."""
+        return None
+
+    @property
+    def states_work(self) -> bool:
+        return type(self).work is not Suite.work
+
     # Verification: a fresh case per point, a reference answer, an agreement rule.
     def verify_skip(self, point: dict) -> str | None:
         """Why a verification point cannot run on its backend, or None."""
@@ -209,8 +219,10 @@ class Suite:
                          f"{', '.join(v.name for v in self.variants)}")
 
     def all_metrics(self) -> tuple[Metric, ...]:
+        from bench.ceilings import METRICS as CEILINGS
+
         phases = tuple(Metric(f"{phase}_s", "s", help=f"time in phase {phase}") for phase in self.phases)
-        return (SECONDS, *phases, *self.metrics)
+        return (SECONDS, *phases, *self.metrics, *(CEILINGS if self.states_work else ()))
 
 
 def _registry() -> dict[str, str]:

@@ -19,6 +19,7 @@ import numpy as np
 from bench.backend import to_host
 from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
+from bench.ceilings import Work
 from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
 from impls.admodel import cpu, data, figures
 from impls.admodel.data import BYTES_PER_OBSERVATION
@@ -239,6 +240,15 @@ class AdmodelSuite(Suite):
         if row["copy_gbps"]:
             values["copy_frac"] = values["gbps"] / row["copy_gbps"]
         return values
+
+    def work(self, work: Workload, row: dict) -> Work:
+        """Each observation read once, theta read once and the gradient written once (where
+        it is computed), at least a launch. The gathered parameter rows are theta's, re-read
+        from L2 or L1 as often as a layout allows: only theta's first read is compulsory."""
+        parameters = work.data.theta_true.size * work.device_theta.itemsize
+        writes = 0 if row["op"] == "objective" else parameters
+        return Work(dram_bytes=work.data.observations * BYTES_PER_OBSERVATION + parameters + writes,
+                    precision=row["precision"])
 
     # Verification: fresh data per seed, every variant against the float64 numpy reference.
     verify_axes = (

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.ceilings import Work
 from bench.corpus import cached_corpus
 from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite
@@ -27,6 +28,7 @@ class Workload:
     storage: str
     registers: int  # the GPU kernel's cap (0: none)
     loads: str  # how warpscan loads rows on the GPU
+    counts: dict  # what the floor needs: documents and words used, distinct (document, word) pairs
 
     @property
     def num_tokens(self) -> int:
@@ -58,7 +60,9 @@ class LdaKernelSuite(DrawzSuite, Suite):
         Metric("draw_frac", "", better="higher", help="draw_gbps over the copy bandwidth of the repeat"),
     )
     plots = (Plot("drawz-fraction-of-copy", "Draw-z alone: effective bandwidth over the copy bandwidth", x="K",
-                  y="draw_frac", panel="precision", logx=True),)
+                  y="draw_frac", panel="precision", logx=True),
+             Plot("drawz-fraction-of-floor", "Draw-z alone: its floor (the binding ceiling's time) over its time",
+                  x="K", y="floor_frac", panel="precision", logx=True))
     sources = SOURCES
 
     def defaults(self, backend: str) -> Defaults:
@@ -93,6 +97,7 @@ class LdaKernelSuite(DrawzSuite, Suite):
         phi /= phi.sum(axis=0, keepdims=True)
         arrays = (padded.doc_ptr.astype(np.int64), padded.words.astype(np.int32), theta, phi,
                   rng.random(padded.num_tokens, dtype=dtype), np.zeros(padded.num_tokens, np.int32))
+        counts = _counts(*arrays[:2], V)
         if point["backend"] == "gpu":
             import cupy as xp
 
@@ -100,7 +105,7 @@ class LdaKernelSuite(DrawzSuite, Suite):
         else:
             xp = np
         return Workload(xp, *arrays, storage=point["storage"], registers=point["registers"],
-                        loads=point["loads"])
+                        loads=point["loads"], counts=counts)
 
     def run(self, work: Workload, variant: str, ctx) -> None:
         if ctx.device == "gpu":
@@ -114,6 +119,31 @@ class LdaKernelSuite(DrawzSuite, Suite):
     def derived(self, work: Workload, row: dict) -> dict:
         gbps = work.num_tokens * row["K"] * work.theta.dtype.itemsize / row["seconds"] / 1e9
         return {"draw_gbps": gbps, "draw_frac": gbps / row["copy_gbps"] if row["copy_gbps"] else None}
+
+    def work(self, work: Workload, row: dict) -> Work:
+        return draw_work(work.counts, row["K"], work.theta.dtype.itemsize, row["precision"])
+
+
+def _counts(doc_ptr: np.ndarray, words: np.ndarray, vocab_size: int) -> dict:
+    """Tokens, documents with a token, words that occur, distinct (document, word) pairs."""
+    lengths = np.diff(doc_ptr)
+    docs = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+    return {"tokens": int(words.size), "docs": int(np.count_nonzero(lengths)),
+            "words": int(np.unique(words).size), "pairs": int(np.unique(docs * vocab_size + words).size)}
+
+
+def draw_work(counts: dict, K: int, itemsize: int, precision: str) -> Work:
+    """What a dense draw of every token must do at least. DRAM: theta's rows of the documents
+    and phi's rows of the words that occur, once; a word, a uniform and a topic a token.
+    Through L2: a phi row for each distinct (document, word) pair and a theta row for each
+    document (tokens of one pair share one distribution, and no kernel here keeps a phi row
+    on chip from one document to the next: one that does states its own). A multiply-add a
+    topic for each distinct pair's distribution. One launch."""
+    row_bytes = K * itemsize
+    return Work(dram_bytes=(counts["docs"] + counts["words"]) * row_bytes
+                + counts["tokens"] * (4 + itemsize + 4) + (counts["docs"] + 1) * 8,
+                l2_bytes=(counts["pairs"] + counts["docs"]) * row_bytes, fma=counts["pairs"] * K,
+                precision=precision, launches=1)
 
 
 SUITE = LdaKernelSuite()

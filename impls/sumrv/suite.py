@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.ceilings import Work
 from bench.specs import parse_choices, parse_ints
 from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
 from impls.sumrv import cpu, figures
@@ -292,6 +293,17 @@ class SumrvSuite(Suite):
                                    else values["gflops"] / work.peaks["fma_gflops"])
             values["copy_frac"] = values["gbps"] / row["copy_gbps"] if row["copy_gbps"] else None
         return values
+
+    def work(self, work: Workload, row: dict) -> Work:
+        """Every call: p and q read and r written once, and at least a launch. A direct kernel
+        (ours, and the naive one) makes a multiply-add a term (in log space too: the shift path
+        does them in linear space, the per-output path an exp-and-add a term, slower still);
+        the FFT and the libraries' methods (FFT, Winograd) do fewer, and are bound by their
+        bytes and launches here."""
+        batch, m, n = work.shape
+        return Work(dram_bytes=work.calls * batch * (2 * (m + n) - 1) * work.host_p.itemsize,
+                    fma=work.calls * batch * m * n if row["variant"] in KERNELS else 0.0, precision=row["precision"],
+                    launches=work.calls)
 
     # Verification: fresh inputs per point and seed; exact (dyadic) or within `tolerance`.
     def verify_skip(self, point: dict) -> str | None:
