@@ -239,7 +239,7 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
                 row.update(_declared(suite, suite.derived(workload, row), "run"))
                 work = suite.work(workload, row) if limits and device == "gpu" else None
                 if work is not None:
-                    row.update(ceilings.floors(work, {**limits, "copy_gbps": row["copy_gbps"]}, row["seconds"]))
+                    row.update(ceilings.floors(work, limits, row["seconds"], l2_flushed=settings.flush_l2))
                 rows.append(row)
                 series += [{**common, **_declared(suite, {k: v for k, v in s.items() if k not in
                                                           ("iteration", "wall_s")}, "iteration"),

@@ -69,14 +69,22 @@ def _fma_gflops(precision: str, device: int) -> float:
     return best_rate(raw_kernel(SOURCE, f"peak_fma_{precision}"), precision, _fma_args(precision), 2) / 1e9
 
 
-# The L2 read: a buffer of this fraction of the L2 (well inside it, whatever the GPU's
-# L2 partitions and replacement do), swept L2_PASSES times a launch.
-L2_FRACTION, L2_PASSES = 0.5, 200
-LAUNCHES, SPIN_NS = 200, 20_000_000  # empty launches a try, queued behind a 20 ms spin
+# The read bandwidths: sweeps over a buffer, loads cached in L2 only. For L2, buffers of
+# these fractions of its size (the fastest counts: a small one leaves too few loads in
+# flight, a large one can miss where the L2's partitions hold copies); for DRAM, one far
+# larger than any L2. Each launch reads about READ_BYTES.
+L2_FRACTIONS, DRAM_BUFFER, READ_BYTES = (1 / 8, 1 / 4, 1 / 2), 1 << 29, 1 << 32
+
+
+def l2_size() -> int:
+    """The current GPU's L2 in bytes."""
+    import cupy
+
+    return cupy.cuda.Device().attributes["L2CacheSize"]
 
 
 def l2_gbps() -> float:
-    """The L2 read bandwidth of the current GPU in GB/s: the fastest of TRIES launches."""
+    """The L2 read bandwidth of the current GPU in GB/s: the fastest buffer and launch."""
     import cupy
 
     return _l2_gbps(cupy.cuda.runtime.getDevice())
@@ -84,14 +92,38 @@ def l2_gbps() -> float:
 
 @cache
 def _l2_gbps(device: int) -> float:
+    return max(_read_gbps(int(l2_size() * fraction)) for fraction in L2_FRACTIONS)
+
+
+def dram_gbps() -> float:
+    """The DRAM read bandwidth of the current GPU in GB/s (a read-only stream: more than a
+    copy's bytes read plus written a second, which pays for the writes' turnarounds)."""
     import cupy
 
-    vectors = int(cupy.cuda.Device(device).attributes["L2CacheSize"] * L2_FRACTION) // 16
+    return _dram_gbps(cupy.cuda.runtime.getDevice())
+
+
+@cache
+def _dram_gbps(device: int) -> float:
+    return _read_gbps(DRAM_BUFFER)
+
+
+def _read_gbps(nbytes: int) -> float:
+    """GB/s of the fastest of TRIES launches of peak_l2_read over a buffer of about nbytes,
+    its length a multiple of the grid's threads (each thread loads as many vectors)."""
+    import cupy
+
+    blocks = multiprocessors() * BLOCKS_PER_SM
+    threads = blocks * THREADS
+    vectors = max(1, round(nbytes / 16 / threads)) * threads
+    passes = max(1, READ_BYTES // (vectors * 16))
     data, out = cupy.zeros(vectors * 4, dtype=np.float32), cupy.zeros(1, dtype=np.float32)
     kernel = raw_kernel(SOURCE, "peak_l2_read")
-    blocks = multiprocessors() * BLOCKS_PER_SM
-    launch = lambda: kernel((blocks,), (THREADS,), (data, np.int64(vectors), np.int32(L2_PASSES), out))
-    return vectors * 16 * L2_PASSES / _fastest(launch) / 1e9
+    launch = lambda: kernel((blocks,), (THREADS,), (data, np.int64(vectors), np.int32(passes), out))
+    return vectors * 16 * passes / _fastest(launch) / 1e9
+
+
+LAUNCHES, SPIN_NS = 200, 20_000_000  # empty launches a try, queued behind a 20 ms spin
 
 
 def launch_s() -> float:
@@ -112,11 +144,15 @@ def _launch_s(device: int) -> float:
     best = np.inf
     for _ in range(TRIES + 1):  # the first is a warm-up
         spin((1,), (1,), (np.uint64(SPIN_NS),))  # holds the GPU while the launches below are queued
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        spun, start, stop = cupy.cuda.Event(), cupy.cuda.Event(), cupy.cuda.Event()
+        spun.record()
         start.record()
         for _ in range(LAUNCHES):
             empty((1,), (1,), ())
         stop.record()
+        if spun.done:  # the spin ended before every launch was queued: the host set the pace
+            raise BenchError(f"measuring the launch latency: {LAUNCHES} launches took the host over "
+                             f"{SPIN_NS / 1e6:g} ms (a loaded machine?)")
         stop.synchronize()
         best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3 / LAUNCHES)
     return best
@@ -138,10 +174,10 @@ def _fastest(job) -> float:
 
 
 def limits() -> dict:
-    """The ceilings of bench.ceilings but the copy bandwidth (which every repeat's
-    calibration measures): L2 read bandwidth, FMA peak of each precision, launch latency."""
-    return {"l2_gbps": l2_gbps(), **{f"fma_gflops_{precision}": fma_gflops(precision) for precision in PRECISIONS},
-            "launch_s": launch_s()}
+    """The ceilings of bench.ceilings: DRAM and L2 read bandwidths, the L2's size, the FMA
+    peak of each precision, the launch spacing."""
+    return {"dram_gbps": dram_gbps(), "l2_gbps": l2_gbps(), "l2_size": l2_size(),
+            **{f"fma_gflops_{precision}": fma_gflops(precision) for precision in PRECISIONS}, "launch_s": launch_s()}
 
 
 COPY_TRIES = 3

@@ -48,6 +48,9 @@ def schema_for(suite) -> dict:
                                 "gate": metric.gate, "tolerance": metric.tolerance}
     columns["calibration_s"] = {"role": "calibration", "unit": "s"}
     columns["copy_gbps"] = {"role": "calibration", "unit": "GB/s"}
+    if suite.states_work:  # GPU rows: the name of the ceiling that binds (bench.ceilings)
+        columns["bound"] = {"role": "bookkeeping", "help": "GPU: the ceiling whose time is the floor: dram, l2, "
+                            "fma or launch"}
     columns["cv"] = {"role": "bookkeeping", "help": "coefficient of variation of seconds over the point's repeats"}
     for name in HYGIENE[1:]:
         columns[name] = {"role": "bookkeeping"}
@@ -245,10 +248,13 @@ def load(path: Path, suite: str | None = None, registry_schema=None) -> tuple[pd
         raise BenchError(f"{csv_path}: holds suite {schema.get('suite')!r} results, not {suite!r}")
     if df.empty:
         return df, schema, sidecar
-    expected = row_columns(schema)
-    missing = [c for c in expected if c not in df.columns]
+    # A file written before a metric was added lacks its column: no value. The point, the
+    # variant and the bookkeeping every row fills are what make it a results file.
+    required = [c for c, role in schema["columns"].items() if role["role"] in ("axis", "variant") or c in FILLED]
+    missing = [c for c in required if c not in df.columns]
     if missing:
         raise BenchError(f"{csv_path}: not a {schema.get('suite')} results file: missing columns {missing[:6]}")
+    df = df.reindex(columns=[*df.columns, *(c for c in row_columns(schema) if c not in df.columns)])
     for column, role in schema["columns"].items():
         if role["role"] in ("metric", "calibration") and column in df and not pd.api.types.is_numeric_dtype(df[column]):
             bad = df[column][pd.to_numeric(df[column], errors="coerce").isna() & df[column].notna()]

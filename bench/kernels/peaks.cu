@@ -24,9 +24,9 @@ extern "C" __global__ void peak_fma_f64(double* out, int iterations, double a, d
   peak_fma<double>(out, iterations, a, b);
 }
 
-// The L2 read bandwidth (bench/peaks.py): `passes` sweeps over a buffer that fits L2, 16
-// bytes a load, cached in L2 only (ld.global.cg: L1 would serve the later passes), in
-// UNROLL independent sums so that loads, not the adds, set the pace.
+// The L2 and DRAM read bandwidths (bench/peaks.py): `passes` sweeps over a buffer (inside
+// the L2, or far larger), 16 bytes a load, cached in L2 only (ld.global.cg: L1 would serve
+// the later passes), in UNROLL independent sums so that loads, not the adds, set the pace.
 constexpr int UNROLL = 4;
 
 extern "C" __global__ void peak_l2_read(const float4* data, long long vectors, int passes, float* out) {

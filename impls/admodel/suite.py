@@ -243,12 +243,11 @@ class AdmodelSuite(Suite):
 
     def work(self, work: Workload, row: dict) -> Work:
         """Each observation read once, theta read once and the gradient written once (where
-        it is computed), at least a launch. The gathered parameter rows are theta's, re-read
-        from L2 or L1 as often as a layout allows: only theta's first read is compulsory."""
-        parameters = work.data.theta_true.size * work.device_theta.itemsize
-        writes = 0 if row["op"] == "objective" else parameters
-        return Work(dram_bytes=work.data.observations * BYTES_PER_OBSERVATION + parameters + writes,
-                    precision=row["precision"])
+        it is computed). The gathered parameter rows are theta's, read again from L1 or L2
+        as often as a layout allows: only its first read counts."""
+        theta = work.device_theta.nbytes
+        return Work(footprint_bytes=work.data.observations * BYTES_PER_OBSERVATION + theta
+                    + (0 if row["op"] == "objective" else theta), precision=row["precision"])
 
     # Verification: fresh data per seed, every variant against the float64 numpy reference.
     verify_axes = (

@@ -28,7 +28,7 @@ class Workload:
     storage: str
     registers: int  # the GPU kernel's cap (0: none)
     loads: str  # how warpscan loads rows on the GPU
-    counts: dict  # what the floor needs: documents and words used, distinct (document, word) pairs
+    counts: dict  # what the floor needs: tokens, documents with a token, words that occur
 
     @property
     def num_tokens(self) -> int:
@@ -97,7 +97,7 @@ class LdaKernelSuite(DrawzSuite, Suite):
         phi /= phi.sum(axis=0, keepdims=True)
         arrays = (padded.doc_ptr.astype(np.int64), padded.words.astype(np.int32), theta, phi,
                   rng.random(padded.num_tokens, dtype=dtype), np.zeros(padded.num_tokens, np.int32))
-        counts = _counts(*arrays[:2], V)
+        counts = _counts(*arrays[:2])
         if point["backend"] == "gpu":
             import cupy as xp
 
@@ -124,26 +124,21 @@ class LdaKernelSuite(DrawzSuite, Suite):
         return draw_work(work.counts, row["K"], work.theta.dtype.itemsize, row["precision"])
 
 
-def _counts(doc_ptr: np.ndarray, words: np.ndarray, vocab_size: int) -> dict:
-    """Tokens, documents with a token, words that occur, distinct (document, word) pairs."""
-    lengths = np.diff(doc_ptr)
-    docs = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
-    return {"tokens": int(words.size), "docs": int(np.count_nonzero(lengths)),
-            "words": int(np.unique(words).size), "pairs": int(np.unique(docs * vocab_size + words).size)}
+def _counts(doc_ptr: np.ndarray, words: np.ndarray) -> dict:
+    """Tokens, documents with a token and words that occur."""
+    return {"tokens": int(words.size), "docs": int(np.count_nonzero(np.diff(doc_ptr))),
+            "words": int(np.unique(words).size)}
 
 
 def draw_work(counts: dict, K: int, itemsize: int, precision: str) -> Work:
-    """What a dense draw of every token must do at least. DRAM: theta's rows of the documents
-    and phi's rows of the words that occur, once; a word, a uniform and a topic a token.
-    Through L2: a phi row for each distinct (document, word) pair and a theta row for each
-    document (tokens of one pair share one distribution, and no kernel here keeps a phi row
-    on chip from one document to the next: one that does states its own). A multiply-add a
-    topic for each distinct pair's distribution. One launch."""
-    row_bytes = K * itemsize
-    return Work(dram_bytes=(counts["docs"] + counts["words"]) * row_bytes
+    """What a launch of these dense draws touches and does at least: theta's rows of the
+    documents and phi's rows of the words that occur, a word, a uniform and a topic a token,
+    the documents' offsets; K multiply-adds a token (each computes every token's
+    distribution). Their phi rows read again token after token are not counted: L1 can
+    serve a hot word's row from one document to the next."""
+    return Work(footprint_bytes=(counts["docs"] + counts["words"]) * K * itemsize
                 + counts["tokens"] * (4 + itemsize + 4) + (counts["docs"] + 1) * 8,
-                l2_bytes=(counts["pairs"] + counts["docs"]) * row_bytes, fma=counts["pairs"] * K,
-                precision=precision, launches=1)
+                fma=counts["tokens"] * K, precision=precision)
 
 
 SUITE = LdaKernelSuite()

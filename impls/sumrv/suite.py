@@ -295,15 +295,14 @@ class SumrvSuite(Suite):
         return values
 
     def work(self, work: Workload, row: dict) -> Work:
-        """Every call: p and q read and r written once, and at least a launch. A direct kernel
-        (ours, and the naive one) makes a multiply-add a term (in log space too: the shift path
-        does them in linear space, the per-output path an exp-and-add a term, slower still);
-        the FFT and the libraries' methods (FFT, Winograd) do fewer, and are bound by their
-        bytes and launches here."""
+        """Each call reads p and q and writes r. A direct kernel (ours, and the naive one)
+        makes a multiply-add a term (in log space too: the shift path does them in linear
+        space, the per-output path an exp-and-add a term, slower still); the FFT and the
+        libraries' methods (FFT, Winograd) do fewer, and are bound by bytes and launches."""
         batch, m, n = work.shape
-        return Work(dram_bytes=work.calls * batch * (2 * (m + n) - 1) * work.host_p.itemsize,
-                    fma=work.calls * batch * m * n if row["variant"] in KERNELS else 0.0, precision=row["precision"],
-                    launches=work.calls)
+        return Work(footprint_bytes=batch * (2 * (m + n) - 1) * work.host_p.itemsize,
+                    fma=batch * m * n if row["variant"] in KERNELS else 0.0, precision=row["precision"],
+                    calls=work.calls)
 
     # Verification: fresh inputs per point and seed; exact (dyadic) or within `tolerance`.
     def verify_skip(self, point: dict) -> str | None:
