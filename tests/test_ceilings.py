@@ -32,13 +32,14 @@ def test_the_floor_is_the_largest_ceilings_time_and_names_it():
 
 
 def test_the_dense_draw_counts_rows_of_the_documents_and_words_that_occur():
-    # documents [w0 w0 w1] [w1] [] [w0 w2 w2 w2]: 3 with tokens, 3 words of a vocabulary of 5
+    # documents [w0 w0 w1] [w1] [] [w0 w2 w2 w2]: 3 with tokens, 3 words, 5 runs of a word
     doc_ptr, words = np.array([0, 3, 4, 4, 8]), np.array([0, 0, 1, 1, 0, 2, 2, 2])
     counts = _counts(doc_ptr, words)
-    assert counts == {"tokens": 8, "docs": 3, "words": 3}
-    work = draw_work(counts, K=16, itemsize=4, precision="f32")
+    assert counts == {"tokens": 8, "docs": 3, "words": 3, "runs": 5}  # w1 w1 span two documents: two runs
+    work = draw_work(counts, K=16, itemsize=4, precision="f32", variant="warpscan")
     assert work.footprint_bytes == (3 + 3) * 16 * 4 + 8 * (4 + 4 + 4) + 4 * 8
-    assert (work.fma, work.launches, work.calls) == (8 * 16, 1, 1)
+    assert (work.fma, work.launches, work.calls) == (8 * 16, 1, 1)  # a distribution a token
+    assert draw_work(counts, K=16, itemsize=4, precision="f32", variant="pairscan").fma == 5 * 16
 
 
 def test_suites_that_state_their_work_carry_the_floor_columns():

@@ -91,3 +91,23 @@ def test_unknown_variant_is_an_error():
     with pytest.raises(ValueError, match="unknown draw-z variant"):
         drawz_cpu.draw_z("alg9", np.zeros(2, np.int64), np.zeros(0, np.int32), np.ones((1, 4)),
                          np.ones((1, 4)), np.zeros(0), np.zeros(0, np.int32))
+
+
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_pairscan_draws_what_warpscan_draws_where_pairs_repeat(precision):
+    """pairscan keeps a repeated (document, word) pair's sums: the same numbers, so the same
+    topics as warpscan for any weights, on documents whose tokens repeat words side by side."""
+    rng = np.random.default_rng(7)
+    dtype = np.float32 if precision == "f32" else np.float64
+    lengths = rng.integers(0, 60, 40)
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    words = np.sort(rng.integers(0, 6, (40, 60)), axis=1)  # runs of one word in every document
+    words = np.concatenate([row[:n] for row, n in zip(words, lengths)]).astype(np.int32)
+    assert (np.diff(words) == 0).mean() > 0.5
+    for K in (1, 31, 100, 1024):
+        theta, phi = rng.random((40, K), dtype=dtype), rng.random((6, K), dtype=dtype)
+        u = rng.random(words.size, dtype=dtype)
+        z = {v: np.full(words.size, -1, np.int32) for v in ("warpscan", "pairscan")}
+        for variant, out in z.items():
+            drawz_cpu.draw_z(variant, doc_ptr, words, theta, phi, u, out)
+        assert (z["pairscan"] >= 0).all() and (z["pairscan"] == z["warpscan"]).all(), K

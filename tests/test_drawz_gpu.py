@@ -29,7 +29,7 @@ K_GROUPS = {
 
 def _configs(variant, K):
     """Every kernel of a variant at K: warpscan's two ways of loading rows, the others' stores."""
-    if variant == "warpscan":
+    if variant in drawz_gpu.WARP_PER_DOCUMENT:
         return [{"loads": loads} for loads in ("scalar", "vector")]
     return [{"storage": s} for s in (("local", "global") if K <= drawz_gpu.KMAX_LOCAL else ("global",))]
 

@@ -314,11 +314,13 @@ def warpscan_chunk(K):
 
 
 @njit(cache=True, parallel=True)
-def warpscan(doc_ptr, words, theta, phi, u, z):
+def warpscan(doc_ptr, words, theta, phi, u, z, pairs):
     """Beyond the paper: one warp of 32 lanes per document.  Lane l sums the
     products of its chunk of C consecutive topics (warpscan_chunk); a warp scan of
     the chunk sums and a ballot find the chunk holding the draw; the lanes then take
-    one topic each of that chunk, and a second scan and ballot find the topic."""
+    one topic each of that chunk, and a second scan and ballot find the topic.
+    pairs (pairscan): a token whose word is its predecessor's keeps the chunk sums
+    and their scan (the same numbers), and only searches for its uniform."""
     K = theta.shape[1]
     C = warpscan_chunk(K)
     for m in prange(doc_ptr.size - 1):
@@ -326,14 +328,17 @@ def warpscan(doc_ptr, words, theta, phi, u, z):
         ends = np.empty(32, dtype=theta.dtype)
         a = np.empty(32, dtype=theta.dtype)
         prefix = np.empty(32, dtype=theta.dtype)
+        previous = -1
         for t in range(doc_ptr[m], doc_ptr[m + 1]):
             c = words[t]
-            for lane in range(32):
-                acc = theta.dtype.type(0)
-                for k in range(min(lane * C, K), min(lane * C + C, K)):
-                    acc += theta[m, k] * phi[c, k]
-                s[lane] = acc
-            _lane_scan(s, ends)
+            if not pairs or c != previous:
+                for lane in range(32):
+                    acc = theta.dtype.type(0)
+                    for k in range(min(lane * C, K), min(lane * C + C, K)):
+                        acc += theta[m, k] * phi[c, k]
+                    s[lane] = acc
+                _lane_scan(s, ends)
+                previous = c
             target = ends[31] * u[t]
             result = K - 1
             chunk = -1
@@ -369,6 +374,7 @@ VARIANTS = {
     "alg4": "Algorithm 4: transposed W x W block access + register transpose (Fig. 2)",
     "alg7": "Algorithm 7: butterfly-patterned partial sums (Alg. 8-10)",
     "warpscan": "beyond the paper: a warp per document, whole phi row per token, warp scan + ballot search",
+    "pairscan": "warpscan whose tokens of a repeated (document, word) pair share one distribution",
 }
 
 
@@ -383,7 +389,7 @@ def draw_z(variant, doc_ptr, words, theta, phi, u, z, W=32):
         alg4(doc_ptr, words, theta, phi, u, z, W)
     elif variant == "alg7":
         alg7(doc_ptr, words, theta, phi, u, z, W)
-    elif variant == "warpscan":
-        warpscan(doc_ptr, words, theta, phi, u, z)
+    elif variant in ("warpscan", "pairscan"):
+        warpscan(doc_ptr, words, theta, phi, u, z, variant == "pairscan")
     else:
         raise ValueError(f"unknown draw-z variant {variant!r}; known: {', '.join(VARIANTS)}")

@@ -25,18 +25,19 @@ STORAGES = ("auto", "local", "global")
 # (kernels/NOTES.md): Algorithm 7 runs 1.25-1.65x faster with the global scratch
 # buffer, Algorithms 1 and 4 with local memory.
 PREFERRED_STORAGE = {"alg1": "local", "alg1-linear": "local", "alg4": "local", "alg7": "global",
-                     "warpscan": "local"}  # warpscan keeps no per-lane arrays: it has one kernel
+                     "warpscan": "local", "pairscan": "local"}  # these keep no per-lane arrays: one kernel
 LOADS = ("auto", "scalar", "vector")
-# How warpscan loads a token's rows (kernels/drawz.cu, tile_products): one value a lane
+# How warpscan (and pairscan) loads a token's rows (kernels/drawz.cu, tile_products): one value a lane
 # at a time ("scalar") or batches of 16-byte loads ("vector"), whose registers cost
 # occupancy where rows are short. "auto": vectors from these K on. Measured on an H200
 # (lda-kernels, wiki-synth, 2026-11-23): in f32 vectors ran 1.2x faster at K = 512 and
 # 1.6x at 1024, 0.8x at 64; in f64 0.65x at K = 256, 0.89x at 512, 1.18x at 1024.
 VECTOR_FROM_K = {"f32": 512, "f64": 1024}
-_KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7", "warpscan": "warpscan"}
+_KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7", "warpscan": "warpscan",
+           "pairscan": "pairscan"}
 _PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2, "warpscan": 0}  # per-lane arrays: p (and theta_local)
-_THREADS_PER_DOCUMENT = {"warpscan": W}  # a warp per document; the others a thread
+_ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2, "warpscan": 0, "pairscan": 0}  # per-lane: p, theta_local
+WARP_PER_DOCUMENT = ("warpscan", "pairscan")  # the others a thread per document
 
 
 def kernel(name: str, max_registers: int = 0):
@@ -47,10 +48,10 @@ def kernel(name: str, max_registers: int = 0):
 
 
 def kernel_name(variant: str, precision: str, storage: str, loads: str = "scalar") -> str:
-    """Name of the kernel for a variant, "f32"/"f64", "local"/"global" and (warpscan)
-    "scalar"/"vector"."""
+    """Name of the kernel for a variant, "f32"/"f64", "local"/"global" and (warpscan,
+    pairscan) "scalar"/"vector"."""
     stored = _ARRAYS[variant] > 0 and storage == "global"
-    vector = variant == "warpscan" and loads == "vector"
+    vector = variant in WARP_PER_DOCUMENT and loads == "vector"
     return f"drawz_{_KERNEL[variant]}_" + ("vector_" if vector else "") + precision + ("_global" if stored else "")
 
 
@@ -70,8 +71,8 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
     allocated here, for any K; "auto" picks the variant's faster store
     (PREFERRED_STORAGE), global where K > KMAX_LOCAL.  max_registers: a cap
     on the kernel's registers per thread (kernel()), 0 for none.  loads: how
-    warpscan loads rows, "scalar", "vector" or "auto" (VECTOR_FROM_K); the
-    other variants ignore it.  The launch is
+    warpscan and pairscan load rows, "scalar", "vector" or "auto" (VECTOR_FROM_K);
+    the other variants ignore it.  The launch is
     asynchronous (current stream); word ids and doc_ptr are not checked, as
     that would need a copy to the host."""
     import cupy
@@ -110,7 +111,7 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
         raise ValueError(f"storage='local' holds K <= {KMAX_LOCAL}; K = {K}: use 'global'")
     if M == 0:
         return
-    grid = -(-M * _THREADS_PER_DOCUMENT.get(variant, 1) // BLOCK)
+    grid = -(-M * (W if variant in WARP_PER_DOCUMENT else 1) // BLOCK)
     if storage == "global" and _ARRAYS[variant]:
         scratch = cupy.empty(_ARRAYS[variant] * K * grid * BLOCK, dtype=dtype)
     else:
@@ -120,7 +121,7 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
         loads = "vector" if K >= VECTOR_FROM_K[precision] else "scalar"
     launch = kernel(kernel_name(variant, precision, storage, loads), max_registers)
     shared = 0
-    if variant == "warpscan":  # a tile of K products (one pad word per 32) per warp
+    if variant in WARP_PER_DOCUMENT:  # a tile of K products (one pad word per 32) per warp
         shared = BLOCK // W * (K + K // W + 1) * dtype.itemsize
         if shared > 48 * 1024:  # beyond the default, a kernel must ask for more
             launch.max_dynamic_shared_size_bytes = shared

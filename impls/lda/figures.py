@@ -44,7 +44,7 @@ DRAWN_KEYS = ("suite", "K", "precision")
 LINE_STEP = 1.5
 BREAK_GAP = 4
 SPARSE_NOTE = "(measured K only)"
-SPEEDUP_VARIANTS = ("alg4", "alg7", "warpscan")
+SPEEDUP_VARIANTS = ("alg4", "alg7", "warpscan", "pairscan")
 # The last period of Algorithm 1's K mod 32 spike at the top of the sweep.
 SPEEDUP_WINDOW = (993, 1024)
 SPEEDUP_POINTS = (1020, 1024)

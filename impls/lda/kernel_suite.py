@@ -12,7 +12,7 @@ from bench.corpus import cached_corpus
 from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite
 from impls.lda import drawz_cpu, model
-from impls.lda.drawz_gpu import LOADS, STORAGES
+from impls.lda.drawz_gpu import LOADS, STORAGES, WARP_PER_DOCUMENT
 from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzSuite
 
 
@@ -27,8 +27,8 @@ class Workload:
     z: object
     storage: str
     registers: int  # the GPU kernel's cap (0: none)
-    loads: str  # how warpscan loads rows on the GPU
-    counts: dict  # what the floor needs: tokens, documents with a token, words that occur
+    loads: str  # how warpscan and pairscan load rows on the GPU
+    counts: dict  # what the floor needs (_counts)
 
     @property
     def num_tokens(self) -> int:
@@ -50,8 +50,8 @@ class LdaKernelSuite(DrawzSuite, Suite):
              "GPU: a cap on the kernel's registers per thread (NVRTC --maxrregcount; 0: none), registers traded "
              "for occupancy", tune=True),
         Axis("loads", "auto", lambda s: parse_choices(s, LOADS, "loads"),
-             "GPU, warpscan: rows loaded one value a lane at a time (scalar), in batches of 16-byte vectors (vector), "
-             "or by K (auto)", tune=True),
+             "GPU, warpscan and pairscan: rows loaded one value a lane at a time (scalar), in batches of 16-byte "
+             "vectors (vector), or by K (auto)", tune=True),
     )
     variants = DRAWZ_VARIANTS
     reference = "alg1"
@@ -81,8 +81,8 @@ class LdaKernelSuite(DrawzSuite, Suite):
         return None
 
     def skip_variant(self, point: dict, variant: str) -> str | None:
-        if point["loads"] != "auto" and variant not in ("warpscan", self.reference):  # the reference: bench check
-            return "loads chooses between warpscan's kernels"
+        if point["loads"] != "auto" and variant not in (*WARP_PER_DOCUMENT, self.reference):  # reference: bench check
+            return "loads chooses between warpscan's and pairscan's kernels"
         return None
 
     def prepare(self, point: dict) -> Workload:
@@ -121,24 +121,29 @@ class LdaKernelSuite(DrawzSuite, Suite):
         return {"draw_gbps": gbps, "draw_frac": gbps / row["copy_gbps"] if row["copy_gbps"] else None}
 
     def work(self, work: Workload, row: dict) -> Work:
-        return draw_work(work.counts, row["K"], work.theta.dtype.itemsize, row["precision"])
+        return draw_work(work.counts, row["K"], work.theta.dtype.itemsize, row["precision"], row["variant"])
 
 
 def _counts(doc_ptr: np.ndarray, words: np.ndarray) -> dict:
-    """Tokens, documents with a token and words that occur."""
-    return {"tokens": int(words.size), "docs": int(np.count_nonzero(np.diff(doc_ptr))),
-            "words": int(np.unique(words).size)}
+    """Tokens, documents with a token, words that occur, and runs: tokens whose word is not
+    their predecessor's in the document (where pairscan computes a distribution)."""
+    lengths = np.diff(doc_ptr)
+    docs = np.repeat(np.arange(lengths.size), lengths)
+    repeats = np.count_nonzero((words[1:] == words[:-1]) & (docs[1:] == docs[:-1]))
+    return {"tokens": int(words.size), "docs": int(np.count_nonzero(lengths)), "words": int(np.unique(words).size),
+            "runs": int(words.size - repeats)}
 
 
-def draw_work(counts: dict, K: int, itemsize: int, precision: str) -> Work:
-    """What a launch of these dense draws touches and does at least: theta's rows of the
+def draw_work(counts: dict, K: int, itemsize: int, precision: str, variant: str) -> Work:
+    """What a launch of a dense draw touches and does at least: theta's rows of the
     documents and phi's rows of the words that occur, a word, a uniform and a topic a token,
-    the documents' offsets; K multiply-adds a token (each computes every token's
-    distribution). Their phi rows read again token after token are not counted: L1 can
-    serve a hot word's row from one document to the next."""
+    the documents' offsets; K multiply-adds a distribution, one a token (pairscan: one a
+    run of a word). Phi rows read again token after token are not counted: L1 can serve a
+    hot word's row from one document to the next."""
+    distributions = counts["runs"] if variant == "pairscan" else counts["tokens"]
     return Work(footprint_bytes=(counts["docs"] + counts["words"]) * K * itemsize
                 + counts["tokens"] * (4 + itemsize + 4) + (counts["docs"] + 1) * 8,
-                fma=counts["tokens"] * K, precision=precision)
+                fma=distributions * K, precision=precision)
 
 
 SUITE = LdaKernelSuite()

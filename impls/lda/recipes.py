@@ -28,7 +28,7 @@ PAPER = ("Using Butterfly-Patterned Partial Sums to Draw from Discrete Distribut
          "Programming)")
 
 PAPER_KERNELS = ("alg1", "alg4", "alg7")
-WITH_WARPSCAN = (*PAPER_KERNELS, "warpscan")
+WITH_WARPSCAN = (*PAPER_KERNELS, "warpscan", "pairscan")
 WINDOW = figures.SPEEDUP_WINDOW  # the last whole period of K mod 32 of the sweep: 993..1024
 
 PROFILE_K1024 = ("`bench profile lda --k 1024 --precision f32,f64 --iterations 1 --variant alg1,alg4,alg7,warpscan "
@@ -92,7 +92,8 @@ RECIPES = (
         sweeps=(Sweep("lda-kernels", axes={"precision": "f32,f64"},
                       quick=size(K="64,256,512,1024"),
                       paper=size(K="64,256,512,1024")),
-                Sweep("lda-kernels", axes={"precision": "f32,f64", "loads": "scalar,vector"}, variants=("warpscan",),
+                Sweep("lda-kernels", axes={"precision": "f32,f64", "loads": "scalar,vector"},
+                      variants=("warpscan", "pairscan"),
                       quick=size(K="256,512,1024"),
                       paper=size(K="64,128,256,384,512,768,1024"))),
         figures=("drawz-fraction-of-copy",),

@@ -447,7 +447,11 @@ __device__ __forceinline__ int chunk_size(int K) {
 // second scan and ballot find the topic.  No per-lane arrays, no transpose in
 // registers; and a warp per document gives 32x more warps than a thread per
 // document.  Dynamic shared memory: (K + K/32 + 1) values per warp.
-template <typename T, int LOADS>
+//
+// PAIRS (pairscan): a token whose word is its predecessor's in the document has the same
+// distribution, so the warp keeps the tile, the chunk sums and their scan, and only
+// searches for the new uniform (the corpora list a document's tokens word by word).
+template <typename T, int LOADS, bool PAIRS>
 __device__ void warpscan(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
                          const T* u, int* z, int M, int K, T* /* scratch: unused */) {
     extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -458,13 +462,18 @@ __device__ void warpscan(const long long* doc_ptr, const int* words, const T* th
     const int C = chunk_size(K);
     const int begin = min(lane * C, K), end = min(begin + C, K);
     const T* theta_m = theta + m * K;
+    T s = 0, chunk_end = 0;
+    int previous = -1;  // the word whose distribution the tile holds (the same in every lane)
     for (long long t = doc_ptr[m]; t < doc_ptr[m + 1]; ++t) {
-        const T* phi_c = phi + (long long)words[t] * K;
-        tile_products<T, LOADS>(tile, theta_m, phi_c, K, lane);
-        __syncwarp();
-        T s = 0;
-        for (int k = begin; k < end; ++k) s += tile[tile_index(k)];
-        const T chunk_end = warp_inclusive_scan(s, lane);
+        const int c = words[t];
+        if (!PAIRS || c != previous) {
+            tile_products<T, LOADS>(tile, theta_m, phi + (long long)c * K, K, lane);
+            __syncwarp();
+            s = 0;
+            for (int k = begin; k < end; ++k) s += tile[tile_index(k)];
+            chunk_end = warp_inclusive_scan(s, lane);
+            previous = c;
+        }
         const T target = __shfl_sync(FULL, chunk_end, W - 1) * u[t];
         const unsigned above = __ballot_sync(FULL, target < chunk_end);
         int result = K - 1;
@@ -486,7 +495,7 @@ __device__ void warpscan(const long long* doc_ptr, const int* words, const T* th
             }
         }
         if (lane == 0) z[t] = result;
-        __syncwarp();  // the tile is rewritten by the next token
+        __syncwarp();  // the tile may be rewritten by the next token
     }
 }
 
@@ -506,13 +515,17 @@ __device__ void warpscan(const long long* doc_ptr, const int* words, const T* th
     DRAWZ_KERNEL(drawz_alg4_##SUFFIX, T, (drawz::alg4<T, drawz::STORE<T>>))                         \
     DRAWZ_KERNEL(drawz_alg7_##SUFFIX, T, (drawz::alg7<T, drawz::STORE<T>>))
 
-// warpscan keeps nothing per lane, so it has no store variants (scratch unused);
+// warpscan and pairscan keep nothing per lane, so they have no store variants (scratch unused);
 // it loads rows one value at a time or in batches of vectors (tile_products).
 constexpr int LOADS_F32 = 2, LOADS_F64 = 8;  // the fastest batches at K = 1024 on an H200
-DRAWZ_KERNEL(drawz_warpscan_f32, float, (drawz::warpscan<float, 0>))
-DRAWZ_KERNEL(drawz_warpscan_f64, double, (drawz::warpscan<double, 0>))
-DRAWZ_KERNEL(drawz_warpscan_vector_f32, float, (drawz::warpscan<float, LOADS_F32>))
-DRAWZ_KERNEL(drawz_warpscan_vector_f64, double, (drawz::warpscan<double, LOADS_F64>))
+DRAWZ_KERNEL(drawz_warpscan_f32, float, (drawz::warpscan<float, 0, false>))
+DRAWZ_KERNEL(drawz_warpscan_f64, double, (drawz::warpscan<double, 0, false>))
+DRAWZ_KERNEL(drawz_warpscan_vector_f32, float, (drawz::warpscan<float, LOADS_F32, false>))
+DRAWZ_KERNEL(drawz_warpscan_vector_f64, double, (drawz::warpscan<double, LOADS_F64, false>))
+DRAWZ_KERNEL(drawz_pairscan_f32, float, (drawz::warpscan<float, 0, true>))
+DRAWZ_KERNEL(drawz_pairscan_f64, double, (drawz::warpscan<double, 0, true>))
+DRAWZ_KERNEL(drawz_pairscan_vector_f32, float, (drawz::warpscan<float, LOADS_F32, true>))
+DRAWZ_KERNEL(drawz_pairscan_vector_f64, double, (drawz::warpscan<double, LOADS_F64, true>))
 DRAWZ_KERNELS(f32, LocalStore, float)
 DRAWZ_KERNELS(f64, LocalStore, double)
 DRAWZ_KERNELS(f32_global, GlobalStore, float)
