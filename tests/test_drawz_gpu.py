@@ -82,14 +82,18 @@ def test_every_gpu_variant_matches_the_cpu_reference_on_dyadic_weights(precision
 
 
 def _real_problem(K, precision, seed, num_docs=256, vocab_size=300, max_length=200):
-    """Real-valued weights (Dirichlet theta, skewed phi), some empty documents."""
+    """Real-valued weights (Dirichlet theta, skewed phi), some empty documents; the first
+    half of the documents list their tokens word by word (so pairscan's pairs repeat), the
+    rest in any order."""
     rng = np.random.default_rng([seed, K])
     dtype = PRECISIONS[precision]
     lengths = np.sort(rng.integers(0, max_length + 1, num_docs))[::-1]
     lengths[rng.random(num_docs) < 0.05] = 0
     lengths = np.sort(lengths)[::-1]
     doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    words = rng.integers(0, vocab_size, int(doc_ptr[-1])).astype(np.int32)
+    words = rng.integers(0, vocab_size // 10 if K % 2 else vocab_size, int(doc_ptr[-1])).astype(np.int32)
+    for m in range(num_docs // 2):
+        words[doc_ptr[m]:doc_ptr[m + 1]].sort()
     theta = rng.dirichlet(np.full(K, 0.5), num_docs).astype(dtype)
     phi = (rng.random((vocab_size, K)) ** 3).astype(dtype)
     u = rng.random(words.size, dtype=dtype)
@@ -131,8 +135,9 @@ def test_warpscan_vector_loads_fall_back_on_rows_not_16_byte_aligned(precision):
         return view
 
     device[2], device[3] = shifted(theta), shifted(phi)
-    z = _draw_gpu("warpscan", device, loads="vector")
-    assert (z == _draw_cpu("warpscan", *host)).all()
+    for variant in drawz_gpu.WARP_PER_DOCUMENT:
+        z = _draw_gpu(variant, device, loads="vector")
+        assert (z == _draw_cpu(variant, *host)).all(), variant
 
 
 @pytest.mark.parametrize("precision", ["f32", "f64"])
@@ -144,7 +149,7 @@ def test_a_register_cap_spills_but_draws_the_twins_topics(precision):
     for K in (33, 1024):
         host = _real_problem(K, precision, seed=6, num_docs=64, max_length=60)
         device = _to_device(*host)
-        for variant in ("alg4", "alg7", "warpscan"):
+        for variant in ("alg4", "alg7", *drawz_gpu.WARP_PER_DOCUMENT):
             twin = _draw_cpu(variant, *host)
             for cap in (32, 64, 128):
                 z = _draw_gpu(variant, device, max_registers=cap)

@@ -44,7 +44,7 @@ DRAWN_KEYS = ("suite", "K", "precision")
 LINE_STEP = 1.5
 BREAK_GAP = 4
 SPARSE_NOTE = "(measured K only)"
-SPEEDUP_VARIANTS = ("alg4", "alg7", "warpscan", "pairscan")
+SPEEDUP_VARIANTS = ("alg4", "alg7", "warpscan")
 # The last period of Algorithm 1's K mod 32 spike at the top of the sweep.
 SPEEDUP_WINDOW = (993, 1024)
 SPEEDUP_POINTS = (1020, 1024)
@@ -174,9 +174,9 @@ def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, 
 
 
 def _colours(variants: Iterable[str]) -> dict[str, str]:
-    """The paper's algorithms first, each in the same colour in every figure."""
-    variants = set(variants)
-    return {v: f"C{i}" for i, v in enumerate([*LABELS, *sorted(variants - set(LABELS))])}
+    """The paper's algorithms and ours first, each in the same colour in every figure."""
+    fixed = [*LABELS, "warpscan", "pairscan"]
+    return {v: f"C{i}" for i, v in enumerate([*fixed, *sorted(set(variants) - set(fixed))])}
 
 
 def _figure(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, zoom: bool) -> list[Path]:

@@ -57,7 +57,8 @@ class LdaKernelSuite(DrawzSuite, Suite):
     reference = "alg1"
     metrics = (
         Metric("draw_gbps", "GB/s", better="higher", help="T x K x bytes per value / seconds"),
-        Metric("draw_frac", "", better="higher", help="draw_gbps over the copy bandwidth of the repeat"),
+        Metric("draw_frac", "", better="higher", help="draw_gbps over the copy bandwidth of the repeat (rows of "
+               "every token counted, so pairscan, which reuses a repeated pair's, can pass 1)"),
     )
     plots = (Plot("drawz-fraction-of-copy", "Draw-z alone: effective bandwidth over the copy bandwidth", x="K",
                   y="draw_frac", panel="precision", logx=True),

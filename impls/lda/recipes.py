@@ -28,7 +28,7 @@ PAPER = ("Using Butterfly-Patterned Partial Sums to Draw from Discrete Distribut
          "Programming)")
 
 PAPER_KERNELS = ("alg1", "alg4", "alg7")
-WITH_WARPSCAN = (*PAPER_KERNELS, "warpscan", "pairscan")
+WITH_WARPSCAN = (*PAPER_KERNELS, "warpscan")
 WINDOW = figures.SPEEDUP_WINDOW  # the last whole period of K mod 32 of the sweep: 993..1024
 
 PROFILE_K1024 = ("`bench profile lda --k 1024 --precision f32,f64 --iterations 1 --variant alg1,alg4,alg7,warpscan "
