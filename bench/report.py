@@ -154,13 +154,15 @@ def _ceilings(results: Results, suite) -> list[str]:
     if not suite.states_work or results.frame(suite.name).empty:
         return []
     df = results.frame(suite.name)
-    table, above = ceilings.summary(df, [k for k in key_columns(schema_for(suite)) if k in df and df[k].nunique() > 1])
+    varying = [k for k in key_columns(schema_for(suite)) if k in df and df[k].nunique() > 1]
+    table, above = ceilings.summary(df, varying)
     if not table:
         return []
-    lines = ["### Against the ceilings", "", "Every GPU row's floor: the largest of its compulsory DRAM bytes over "
-             "the copy bandwidth, its L2 bytes over the L2 read bandwidth, its multiply-adds over the FMA rate and "
-             "its launches times the launch latency, each measured in the same run (bench.ceilings); floor_frac "
-             "is the floor over the time measured, median over the repeats of each point:", "", table, ""]
+    lines = ["### Against the ceilings", "", "Every GPU row's floor is the largest of: its footprint beyond the L2 "
+             "over the DRAM read bandwidth, its whole footprint over the L2 read bandwidth, its multiply-adds over "
+             "the FMA peak and its launches times the launch spacing, every call, each ceiling measured in the same "
+             "process (bench.ceilings). floor_frac is the floor over the time measured, median over the repeats of "
+             "each point:", "", table, ""]
     if above:
         lines += ["Above the floor, so a count or a ceiling is wrong at these points:", "", above, ""]
     return lines

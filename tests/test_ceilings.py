@@ -106,3 +106,14 @@ def test_no_gpu_kernel_beats_its_floor(tmp_path, suite, axes):
     assert above.empty, above[["variant", "precision", "bound", "floor_frac"]].to_string()
     if suite == "sumrv":  # the strip kernel at m = n = 1024, batch 1024 is near its FMA floor
         assert gpu["floor_frac"].max() > 0.2
+
+
+def test_the_report_shows_the_floors_and_the_points_above_them(tmp_path):
+    from bench.report import render
+
+    suite = get_suite("sumrv")
+    rows = _rows(results.schema_for(suite), 4).assign(m=[256, 256, 1024, 1024], floor_frac=[0.4, 0.5, 1.5, 1.6])
+    rows.to_csv(tmp_path / "sumrv.csv", index=False)
+    text = render(tmp_path, tmp_path / "figures", [suite])
+    section = text[text.index("### Against the ceilings"):]
+    assert "| strip" in section and "Above the floor" in section and "1024" in section.split("Above the floor")[1]
