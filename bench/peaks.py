@@ -1,6 +1,6 @@
 """The GPU's physical limits, measured in the run that reports against them: the FMA peak
-of a precision, the L2 read bandwidth and the empty-launch latency, each by a kernel that
-does nothing else (kernels/peaks.cu), and the bandwidth of a device-to-device copy
+of a precision, the DRAM and L2 read bandwidths and the empty-launch spacing, each by a
+kernel that does nothing else (kernels/peaks.cu), and the bandwidth of a device-to-device copy
 (bench.timing.calibrate). bench.ceilings turns them into a kernel's floor. CuPy is
 imported on first use."""
 
@@ -12,7 +12,7 @@ from importlib.resources import files
 
 import numpy as np
 
-from bench.backend import multiprocessors, raw_kernel
+from bench.backend import device_attribute, multiprocessors, raw_kernel
 from bench.errors import BenchError
 
 SOURCE = files("bench") / "kernels" / "peaks.cu"  # package data (pyproject.toml)
@@ -78,9 +78,7 @@ L2_FRACTIONS, DRAM_BUFFER, READ_BYTES = (1 / 8, 1 / 4, 1 / 2), 1 << 29, 1 << 32
 
 def l2_size() -> int:
     """The current GPU's L2 in bytes."""
-    import cupy
-
-    return cupy.cuda.Device().attributes["L2CacheSize"]
+    return device_attribute("L2CacheSize")
 
 
 def l2_gbps() -> float:
@@ -144,9 +142,8 @@ def _launch_s(device: int) -> float:
     best = np.inf
     for _ in range(TRIES + 1):  # the first is a warm-up
         spin((1,), (1,), (np.uint64(SPIN_NS),))  # holds the GPU while the launches below are queued
-        spun, start, stop = cupy.cuda.Event(), cupy.cuda.Event(), cupy.cuda.Event()
-        spun.record()
-        start.record()
+        spun, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        spun.record()  # the start of the launches' clock
         for _ in range(LAUNCHES):
             empty((1,), (1,), ())
         stop.record()
@@ -154,7 +151,7 @@ def _launch_s(device: int) -> float:
             raise BenchError(f"measuring the launch latency: {LAUNCHES} launches took the host over "
                              f"{SPIN_NS / 1e6:g} ms (a loaded machine?)")
         stop.synchronize()
-        best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3 / LAUNCHES)
+        best = min(best, cupy.cuda.get_elapsed_time(spun, stop) / 1e3 / LAUNCHES)
     return best
 
 

@@ -151,9 +151,9 @@ def _runs(results: Results, name: str) -> list[str]:
 def _ceilings(results: Results, suite) -> list[str]:
     """Each GPU kernel's fraction of its floor (bench.ceilings), and the points where a kernel
     beat its floor (a count or a ceiling is wrong there)."""
-    if not suite.states_work or results.frame(suite.name).empty:
+    df = results.frame(suite.name) if suite.states_work else pd.DataFrame()
+    if df.empty:
         return []
-    df = results.frame(suite.name)
     varying = [k for k in key_columns(schema_for(suite)) if k in df and df[k].nunique() > 1]
     table, above = ceilings.summary(df, varying)
     if not table:

@@ -170,9 +170,10 @@ class Suite:
         return {}
 
     def work(self, workload, row: dict):
-        """What a GPU row's timed run must do at least (a bench.ceilings.Work: compulsory DRAM
-        bytes, L2 bytes, multiply-adds, launches), from which the harness computes its floor
-        against the ceilings measured in the same run; None where a variant's is not stated."""
+        """What each call of a GPU row's timed run must touch and do at least (a
+        bench.ceilings.Work: footprint, multiply-adds, launches, calls), from which the harness
+        computes its floor against the ceilings measured in the same run; None where a
+        variant's is not stated."""
         return None
 
     @property
