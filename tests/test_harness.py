@@ -62,6 +62,16 @@ def test_lda_defaults_fit_the_dataset():
         harness.plan(lda, {"k": "8", "warp": "8"}, "gpu")
 
 
+def test_every_suite_plans_its_verification():
+    """`bench verify SUITE` plans over the verification axes alone: a suite's skips must
+    not read a sweep axis there (planning needs no GPU)."""
+    from bench.suite import all_suites
+
+    for suite in all_suites():
+        for backend in ("cpu", "gpu") if suite.verify_axes else ():
+            assert harness.plan(suite, {}, backend, verification=True).points, (suite.name, backend)
+
+
 def test_sweep_writes_rows_series_and_schema(tmp_path):
     assert harness.sweep(harness.plan(FAKE, {"n": "64"}, "cpu"), settings(tmp_path)) == 0
     df = pd.read_csv(tmp_path / "fake.csv")

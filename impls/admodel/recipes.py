@@ -95,8 +95,11 @@ RECIPES = (
                                                           max_noise=0)),
          Sweep("admodel-fit", {"dataset": "sim", "layout": "shuffled", "precision": "f64"}, variants=("scipy-cpu",),
                ci_cpu=size(scale="0.00390625", repeats=3, warmup=1)),
+         # On a GPU ours alone, at the thesis's size, where a step's kernels outweigh its
+         # launches from Python; scipy-gpu is driven by the host (its time moved by 11-18%
+         # between two H100s at 1/16 of the size).
          Sweep("admodel-fit", {"dataset": "sim", "layout": "shuffled", "precision": "f64"},
-               variants=("scipy-gpu", "lbfgs-gpu"), ci_gpu=size(scale="0.0625", repeats=3, warmup=1))),
+               variants=("lbfgs-gpu",), ci_gpu=size(scale="1", repeats=3, warmup=1))),
 )
 
 

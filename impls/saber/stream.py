@@ -279,7 +279,9 @@ def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wor
             if corpus.budget:  # the run's arrays and the resident chunks within it, besides what others hold
                 resident = sum(getattr(c, name).nbytes for c, on in zip(corpus.device or (), corpus.gpu_of)
                                if on == g for name in gpu.ChunkArrays.ARRAYS)
-                pool.set_limit(size=pool.used_bytes() - resident + corpus.budget)
+                # The limit bounds the pool's total: what others hold, and the free pieces of
+                # their split blocks, which free_all_blocks cannot return, are not the run's.
+                pool.set_limit(size=pool.total_bytes() - resident + corpus.budget)
     try:
         z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx, threads,
                               observe, without_own)
