@@ -80,6 +80,17 @@ def test_strip_log_by_shift_keeps_the_bound_and_leaves_wide_pairs_to_the_per_out
             assert np.all(error <= bound), (shift, view, error.max())
 
 
+@pytest.mark.parametrize("batch, m, n, log", [(1, 32, 32, False), (4096, 1024, 1024, False), (1, 256, 256, True)])
+def test_auto_runs_the_fastest_candidate_it_timed_and_keeps_it(cupy, batch, m, n, log):
+    p, q = (cupy.asarray(a) for a in make_inputs(batch, m, n, "f32", "random", [m, n, 3]))
+    if log:
+        p, q = cupy.log(p), cupy.log(q)
+    got = gpu.auto(p, q, log)
+    choice = gpu.auto_choice(p, q, log)
+    assert choice in gpu.AUTO_CANDIDATES[log] and gpu.auto_choice(p, q, log) == choice
+    np.testing.assert_array_equal(got.get(), gpu.convolve(choice, p, q, log).get())
+
+
 def test_strided_views_need_no_copy(cupy):
     p, q = make_inputs(4, 100, 300, "f64", "dyadic", 3)
     big_p, big_q = cupy.zeros((8, 200)), cupy.zeros((4, 900))

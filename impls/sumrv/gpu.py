@@ -18,6 +18,7 @@ from impls.sumrv.cpu import via_linear
 KERNEL_SOURCE = files("impls.sumrv") / "kernels" / "sumrv.cu"  # package data (pyproject.toml)
 PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 BLOCK = 256  # threads per block of the one-thread-per-output kernels
+FFT_MAX_VALUES = 1 << 29  # batch x (m + n): beyond, the FFT's buffers outgrow an 80 GB GPU
 TILE = 32  # skewdiag: a 32 x 32 tile per block of 32 x 32 threads
 # Strip configurations (threads, outputs per slot, chunk of p staged, lane groups per
 # warp), narrowest warp strip (32 / groups x outputs per slot) first: the widest whose
@@ -259,8 +260,56 @@ def torch_conv1d(p, q, log: bool):
     return via_linear(cupy, grouped, p, q, log)
 
 
+# auto's candidates: the direct kernels (skewdiag-det stands for skewdiag, which it matches
+# or beats wherever either is near the fastest) and, in linear space, the FFT. In log space
+# the FFT's shift by each vector's maximum loses the small outputs (a normwise error), so
+# only the direct kernels, whose error is componentwise, take part.
+AUTO_CANDIDATES = {False: ("strip", "naive", "skewdiag-det", "fft"), True: ("strip", "naive", "skewdiag-det")}
+AUTO_TRIES = 3  # timed calls of each candidate, after one to build and warm it
+_auto_choices: dict[tuple, str] = {}
+
+
+def auto_key(p, q, log: bool) -> tuple:
+    import cupy
+
+    return cupy.cuda.runtime.getDevice(), p.shape[0], p.shape[1], q.shape[1], p.dtype.str, log
+
+
+def auto_choice(p, q, log: bool) -> str:
+    """The candidate auto calls for this shape, precision and space on this GPU: the
+    fastest of AUTO_CANDIDATES, measured on the first call with such inputs (CUDA events,
+    the fastest of AUTO_TRIES calls each) and kept for the process, as cuDNN's benchmark
+    mode and triton's autotune do."""
+    key = auto_key(p, q, log)
+    if key not in _auto_choices:
+        batch, m, n = key[1:4]
+        fits = batch * (m + n) <= FFT_MAX_VALUES
+        candidates = [c for c in AUTO_CANDIDATES[log] if c != "fft" or fits]
+        _auto_choices[key] = min(candidates, key=lambda c: _call_seconds(VARIANTS[c], p, q, log))
+    return _auto_choices[key]
+
+
+def _call_seconds(variant, p, q, log: bool) -> float:
+    import cupy
+
+    variant(p, q, log)  # builds its kernels (and the FFT's plan)
+    best = np.inf
+    for _ in range(AUTO_TRIES):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        variant(p, q, log)
+        stop.record()
+        stop.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return best
+
+
+def auto(p, q, log: bool):
+    return VARIANTS[auto_choice(p, q, log)](p, q, log)
+
+
 VARIANTS = {"naive": naive, "skewdiag": skewdiag, "skewdiag-det": skewdiag_det, "strip": strip,
-            "cupy-convolve": cupy_convolve, "fft": fft, "torch-conv1d": torch_conv1d}
+            "cupy-convolve": cupy_convolve, "fft": fft, "torch-conv1d": torch_conv1d, "auto": auto}
 
 
 def convolve(variant: str, p, q, log: bool):

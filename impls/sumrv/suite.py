@@ -13,13 +13,13 @@ from bench.ceilings import Work
 from bench.specs import parse_choices, parse_ints
 from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
 from impls.sumrv import cpu, figures
+from impls.sumrv.gpu import FFT_MAX_VALUES
 from impls.sumrv.recipes import CLAIMS, RECIPES
 
 PRECISIONS = {"f32": np.float32, "f64": np.float64}
 SPACES = ("lin", "log")
 INPUTS = ("dyadic", "random", "tiny")
 CPU_TERMS = {"numpy": 1 << 26, "twin": 1 << 22}  # batch x m x n beyond which a CPU variant is left out
-MAX_VALUES = 1 << 29  # batch x (m + n): beyond, the FFT peer's buffers outgrow an 80 GB GPU
 CUPY_BATCH = 256  # cupy-convolve is a Python loop of one call per pair: its cost is linear in the batch
 # On a GPU a timed run makes several calls back to back, as a caller in a loop does, so
 # that the ~15 us Python and launch cost of a call overlaps the previous call's kernel, and
@@ -194,6 +194,8 @@ class SumrvSuite(Suite):
         Variant("strip", "ours: a strip of outputs per warp, p and q staged in its shared memory, 4-16 outputs per "
                 "thread in registers, j split when a batch is too small to fill the GPU; log space: a shift per pair "
                 "where no term can underflow, per output elsewhere", devices=("gpu",)),
+        Variant("auto", "ours: the fastest of strip, naive, skewdiag-det and (linear space) fft for the shape, "
+                "precision and space, timed on this GPU at the first call with such inputs and kept", devices=("gpu",)),
     )
     reference = "numpy"
     gpu_reference = "naive"
@@ -236,7 +238,7 @@ class SumrvSuite(Suite):
                         "numpy and the skew-diagonal twins")
 
     def skip(self, point: dict) -> str | None:
-        if point["batch"] * (point["m"] + point["n"]) > MAX_VALUES:
+        if point["batch"] * (point["m"] + point["n"]) > FFT_MAX_VALUES:
             return "batch x (m + n) > 2^29 values: the FFT peer's buffers outgrow an 80 GB GPU"
         return None
 
@@ -300,8 +302,13 @@ class SumrvSuite(Suite):
         space, the per-output path an exp-and-add a term, slower still); the FFT and the
         libraries' methods (FFT, Winograd) do fewer, and are bound by bytes and launches."""
         batch, m, n = work.shape
+        method = row["variant"]
+        if method == "auto":  # the work of the method it chose
+            from impls.sumrv import gpu
+
+            method = gpu.auto_choice(work.p, work.q, work.log)
         return Work(footprint_bytes=batch * (2 * (m + n) - 1) * work.host_p.itemsize,
-                    fma=batch * m * n if row["variant"] in KERNELS else 0.0, precision=row["precision"],
+                    fma=batch * m * n if method in KERNELS else 0.0, precision=row["precision"],
                     calls=work.calls)
 
     # Verification: fresh inputs per point and seed; exact (dyadic) or within `tolerance`.
@@ -327,7 +334,10 @@ class SumrvSuite(Suite):
 
             from impls.sumrv import gpu
 
-            r = gpu.convolve(variant, cupy.asarray(case["p"]), cupy.asarray(case["q"]), case["log"]).get()
+            p, q = cupy.asarray(case["p"]), cupy.asarray(case["q"])
+            r = gpu.convolve(variant, p, q, case["log"]).get()
+            if variant == "auto":  # judged by the rule of the method it chose
+                variant = gpu.auto_choice(p, q, case["log"])
         else:
             r = cpu.convolve(variant, case["p"], case["q"], case["log"])
         return variant, np.asarray(r)
