@@ -251,11 +251,11 @@ def render_markdown(result: pd.DataFrame) -> str:
 
 
 def detection_table(rows: pd.DataFrame) -> str:
-    """benchmarks/detection.py's rows (a CI run each) as a markdown table: per threshold and
-    slowdown, the runs, how many bench check flagged, and each run's largest ratio change
+    """benchmarks/detection.py's rows (a CI run each) as a markdown table: per pair of
+    thresholds (ratio, calibration) and slowdown, the runs, how many bench check flagged, and each run's largest ratio change
     (median, smallest and largest over the runs: how near the threshold a null or a slowdown came)."""
     change = "largest_change_pct"
-    table = (rows.groupby(["threshold", "kind", "variant", "factor"], sort=False)
+    table = (rows.groupby(["threshold", "calibration_threshold", "kind", "variant", "factor"], sort=False)
              .agg(runs=("run", "nunique"), flagged=("exit_code", "sum"), change_median_pct=(change, "median"),
                   change_min_pct=(change, "min"), change_max_pct=(change, "max")).reset_index())
     table["result"] = [f"{flagged} of {runs} " + ("false alarms" if kind == "unchanged" else "caught")

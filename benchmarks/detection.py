@@ -13,6 +13,10 @@ table is printed as markdown.
 
     python benchmarks/detection.py lda --baseline results/<machine>/ci --kernel alg7 \\
         --nulls 20 --runs 10 --factors 1.05,1.1,1.2,2 --thresholds 0.05,0.10 --out detection.csv
+
+With --measured, nothing is measured: the CI runs without change in results folders made
+elsewhere (`bench reproduce --profile ci` on another machine of the same GPU model, where
+a machine's own runs would miss what moves between machines) are checked instead.
 """
 
 from __future__ import annotations
@@ -45,6 +49,33 @@ def ci_run(suite: str, slowdown: str, processes: int, work: Path) -> Path:
     return machine / "ci"
 
 
+def measured_runs(folders: list[Path], suite: str, work: Path) -> list[Path]:
+    """The CI runs in results folders measured elsewhere (another machine of the same GPU
+    model), one process each: in a folder, the i-th run_id (in time order) of each of the
+    gate's suites is the i-th process; each becomes a results folder of its own."""
+    (gate,) = [recipe for recipe in get_suite(suite).recipes if recipe.name == "ci"]
+    names = dict.fromkeys(sweep.suite for sweep in gate.sweeps)
+    runs = []
+    for folder in folders:
+        frames = {name: pd.read_csv(folder / f"{name}.csv", dtype=str, keep_default_na=False)
+                  for name in names if (folder / f"{name}.csv").exists()}
+        ids = {name: sorted(frame["run_id"].unique()) for name, frame in frames.items()}
+        for i in range(max(map(len, ids.values()), default=0)):
+            target = work / f"{len(runs)}"
+            target.mkdir(parents=True)
+            for name, frame in frames.items():
+                if i < len(ids[name]):  # a process cut short measured the first suites alone
+                    run_id = ids[name][i]
+                    frame[frame["run_id"] == run_id].to_csv(target / f"{name}.csv", index=False)
+                    shutil.copy(folder / f"{name}.json", target)
+                    series = folder / f"{name}-series.csv"
+                    if series.exists():
+                        rows = pd.read_csv(series, dtype=str, keep_default_na=False)
+                        rows[rows["run_id"] == run_id].to_csv(target / series.name, index=False)
+            runs.append(target)
+    return runs
+
+
 def check(new: Path, baseline: Path, threshold: float, calibration_threshold: float) -> tuple[int, list[str], float]:
     """bench check of every suite the run measured: its exit code, the rows it flagged, and
     the largest change of a time ratio in percent (signed), flagged or not."""
@@ -66,15 +97,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", help="the suite whose gate recipe (ci) is measured")
     parser.add_argument("--baseline", type=Path, required=True, help="results/<machine>/ci of the same gate")
-    parser.add_argument("--kernel", required=True, help="the one variant slowed alone")
+    parser.add_argument("--kernel", help="the one variant slowed alone (needed unless --measured)")
     parser.add_argument("--nulls", type=int, default=20, help="CI runs without change")
     parser.add_argument("--runs", type=int, default=10, help="CI runs per slowdown")
     parser.add_argument("--factors", default="1.05,1.1,1.2,2", help="slowdown factors")
     parser.add_argument("--processes", type=int, default=1, help="processes a CI run (make regression: 8)")
     parser.add_argument("--thresholds", default="0.10", help="bench check's --threshold and "
                         "--calibration-threshold, each value a row of its own (comma list)")
+    parser.add_argument("--calibration-threshold", type=float, default=None, help="bench check's "
+                        "--calibration-threshold (default: each of --thresholds)")
+    parser.add_argument("--measured", type=Path, nargs="+", default=None, help="no measuring: check the CI runs "
+                        "without change in these results/<machine>/ci folders, measured elsewhere (measured_runs)")
     parser.add_argument("--out", type=Path, required=True, help="csv of one row per CI run")
     args = parser.parse_args()
+    if not (args.measured or args.kernel):
+        parser.error("--kernel is needed to measure the slowdowns")
+    thresholds = [(float(t), args.calibration_threshold or float(t)) for t in args.thresholds.split(",")]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-detection-"))
+    if args.measured:
+        for run, new in enumerate(measured_runs(args.measured, args.suite, work)):
+            for threshold, calibration in thresholds:
+                record(args, "unchanged", "", 1.0, run, new, threshold, calibration, "")
+        shutil.rmtree(work, ignore_errors=True)
+        print(detection_table(pd.read_csv(args.out)))
+        return
 
     base, schema, _ = results.load(args.baseline, args.suite, lambda name: results.schema_for(get_suite(name)))
     reference = reference_of(schema, base)  # the GPU reference where the baseline ran on a GPU
@@ -82,8 +129,6 @@ def main() -> None:
     for factor in (float(f) for f in args.factors.split(",")):
         plan += [("one kernel", args.kernel, factor, args.runs), ("reference", reference, factor, args.runs),
                  ("every variant", "*", factor, args.runs)]
-    work = Path(tempfile.mkdtemp(prefix="bench-detection-"))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     done = pd.read_csv(args.out).groupby(["kind", "factor"])["run"].nunique() if args.out.exists() else pd.Series()
     for kind, variant, factor, runs in plan:
         for run in range(done.get((kind, factor), 0), runs):  # a rerun adds what is missing
@@ -91,18 +136,23 @@ def main() -> None:
             slowdown = f"{variant}={factor}" if variant else ""
             new = ci_run(args.suite, slowdown, args.processes, work / "run")
             seconds = round(time.monotonic() - started, 1)
-            for threshold in (float(t) for t in args.thresholds.split(",")):
-                code, flagged, largest = check(new, args.baseline, threshold, threshold)
-                row = pd.DataFrame([{"suite": args.suite, "kind": kind, "variant": variant or "-", "factor": factor,
-                                     "run": run, "processes": args.processes, "threshold": threshold,
-                                     "calibration_threshold": threshold, "exit_code": code,
-                                     "largest_change_pct": round(largest, 2), "flagged": "; ".join(flagged),
-                                     "seconds": seconds}])
-                row.to_csv(args.out, mode="a", header=not args.out.exists(), index=False)
-                print(f"{kind} {slowdown or '-'} run {run} at {threshold:g}: exit {code} {'; '.join(flagged)}",
-                      flush=True)
+            for threshold, calibration in thresholds:
+                record(args, kind, slowdown, factor, run, new, threshold, calibration, seconds)
     shutil.rmtree(work, ignore_errors=True)
     print(detection_table(pd.read_csv(args.out)))
+
+
+def record(args, kind: str, slowdown: str, factor: float, run: int, new: Path, threshold: float,
+           calibration: float, seconds) -> None:
+    """bench check of one CI run, appended to args.out as a row."""
+    code, flagged, largest = check(new, args.baseline, threshold, calibration)
+    row = pd.DataFrame([{"suite": args.suite, "kind": kind, "variant": slowdown.split("=")[0] or "-",
+                         "factor": factor, "run": run, "processes": 1 if args.measured else args.processes,
+                         "threshold": threshold, "calibration_threshold": calibration, "exit_code": code,
+                         "largest_change_pct": round(largest, 2), "flagged": "; ".join(flagged), "seconds": seconds}])
+    row.to_csv(args.out, mode="a", header=not args.out.exists(), index=False)
+    print(f"{kind} {slowdown or '-'} run {run} at {threshold:g}/{calibration:g}: exit {code} {'; '.join(flagged)}",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -232,11 +232,12 @@ def test_gpu_runs_are_compared_over_the_gpu_reference():
 def test_detection_table_counts_false_alarms_and_catches():
     from bench.check import detection_table
 
-    rows = pd.DataFrame([{"threshold": 0.1, "kind": "unchanged", "variant": "-", "factor": 1.0, "run": r,
-                          "exit_code": 0, "largest_change_pct": 3.0 + r} for r in range(2)] +
-                        [{"threshold": 0.1, "kind": "one kernel", "variant": "alg7", "factor": 2.0, "run": r,
-                          "exit_code": r, "largest_change_pct": 99.0} for r in range(2)])
+    rows = pd.DataFrame([{"threshold": 0.1, "calibration_threshold": 0.25, "kind": "unchanged", "variant": "-",
+                          "factor": 1.0, "run": r, "exit_code": 0, "largest_change_pct": 3.0 + r} for r in range(2)] +
+                        [{"threshold": 0.1, "calibration_threshold": 0.25, "kind": "one kernel", "variant": "alg7",
+                          "factor": 2.0, "run": r, "exit_code": r, "largest_change_pct": 99.0} for r in range(2)])
     table = detection_table(rows)
     assert "0 of 2 false alarms" in table and "1 of 2 caught" in table
     null = [cell.strip() for cell in table.splitlines()[2].split("|")]
-    assert null[7:10] == ["3.5", "3", "4"]  # median, smallest and largest change: how near the threshold
+    assert null[1:3] == ["0.1", "0.25"]  # the ratio's and the calibration's threshold
+    assert null[8:11] == ["3.5", "3", "4"]  # median, smallest and largest change: how near the threshold

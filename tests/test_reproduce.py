@@ -119,7 +119,7 @@ def test_a_results_folder_that_cannot_be_written_is_one_line(tmp_path):
                           "cannot create it")
 
 
-def test_the_ci_profile_measures_the_gate_apart_and_bench_check_reads_every_suite(tmp_path):
+def test_the_ci_profile_measures_the_gate_apart_and_bench_check_reads_every_suite(tmp_path, monkeypatch):
     results, figures = tmp_path / "results", tmp_path / "figures"
     dry = bench("reproduce", "fake", "--profile", "ci", "--dry-run", "--results", results)
     assert "fake:ci: the regression gate" in dry.stderr and "fig1" not in dry.stderr  # the gate alone
@@ -144,6 +144,18 @@ def test_the_ci_profile_measures_the_gate_apart_and_bench_check_reads_every_suit
     assert bench("check", empty, "--baseline", gate, "--allow-missing").returncode == 0
     assert_one_line_error(bench("check", gate, "--baseline", gate / "fake.csv"), "not a directory")
     assert_one_line_error(bench("check", gate, "--baseline", empty), "no results of any suite")
+
+    # benchmarks/detection.py --measured: each process of a folder measured elsewhere is a CI run of its own.
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("BENCH_SUITES", "fake=fake_suite")  # the suite in this process too
+    spec = importlib.util.spec_from_file_location("detection", Path(__file__).parent.parent / "benchmarks" / "detection.py")
+    detection = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(detection)
+    runs = detection.measured_runs([gate], "fake", tmp_path / "split")
+    assert len(runs) == 2 and [pd.read_csv(run / "fake.csv")["run_id"].nunique() for run in runs] == [1, 1]
+    assert [detection.check(run, gate, 0.1, 0.25)[0] for run in runs] == [0, 0]
 
 
 def test_every_suite_is_gated_on_the_cpu_and_on_a_gpu():

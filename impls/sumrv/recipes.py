@@ -451,10 +451,12 @@ CLAIMS = (
           _auto_fastest, lambda v: v <= AUTO_SLACK,
           f"holds if auto's median time per call is at most {AUTO_SLACK}x the fastest other GPU variant's (ours and "
           "the peers) at every point where it was measured",
-          why="In log space the FFT is not among auto's candidates (through a shift by each vector's maximum its "
-              "error is normwise: the small outputs lose their digits, the fft-accuracy claim), so where a peer's "
-              "FFT is faster there auto is not; elsewhere a lag is the noise of auto's few timed calls between "
-              "candidates within a few percent of each other (not profiled).",
+          why="Where a call takes tens of microseconds (m = n = 256 to 1024 at batch 1024, H200) auto's own "
+              "dispatch in Python, its key and lookup before the chosen method's call, adds several microseconds "
+              "(the time over strip's, the method it chose there; not profiled). In log space the FFT is not among "
+              "auto's candidates (through a shift by each vector's maximum its error is normwise: the small "
+              "outputs lose their digits, the fft-accuracy claim), so where a peer's FFT is faster there auto is "
+              "not.",
           recipe="time-vs-n"),
     Claim("strip-fastest",
           "Ours (target): strip is the fastest GPU variant at every point of the tables (m = n of 32 to 4096, "
