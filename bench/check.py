@@ -252,8 +252,9 @@ def render_markdown(result: pd.DataFrame) -> str:
 
 def detection_table(rows: pd.DataFrame) -> str:
     """benchmarks/detection.py's rows (a CI run each) as a markdown table: per pair of
-    thresholds (ratio, calibration) and slowdown, the runs, how many bench check flagged, and each run's largest ratio change
-    (median, smallest and largest over the runs: how near the threshold a null or a slowdown came)."""
+    thresholds (ratio, calibration) and slowdown, the runs, how many bench check flagged,
+    and each run's largest ratio change (median, smallest and largest over the runs: how
+    near the threshold a null or a slowdown came)."""
     change = "largest_change_pct"
     table = (rows.groupby(["threshold", "calibration_threshold", "kind", "variant", "factor"], sort=False)
              .agg(runs=("run", "nunique"), flagged=("exit_code", "sum"), change_median_pct=(change, "median"),

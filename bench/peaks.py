@@ -35,7 +35,7 @@ def best_rate(kernel, precision: str, args: tuple, operations_per_step: int) -> 
     """Operations per second of the fastest of TRIES launches (after a warm-up) of
     kernel(out, ITERATIONS, *args), each step making operations_per_step operations; CUDA events."""
     launch, steps = _launcher(kernel, precision, args)
-    return steps * operations_per_step / _fastest(launch)
+    return steps * operations_per_step / fastest(launch)
 
 
 def _fma_args(precision: str) -> tuple:
@@ -118,7 +118,7 @@ def _read_gbps(nbytes: int) -> float:
     data, out = cupy.zeros(vectors * 4, dtype=np.float32), cupy.zeros(1, dtype=np.float32)
     kernel = raw_kernel(SOURCE, "peak_l2_read")
     launch = lambda: kernel((blocks,), (THREADS,), (data, np.int64(vectors), np.int32(passes), out))
-    return vectors * 16 * passes / _fastest(launch) / 1e9
+    return vectors * 16 * passes / fastest(launch) / 1e9
 
 
 LAUNCHES, SPIN_NS = 200, 20_000_000  # empty launches a try, queued behind a 20 ms spin
@@ -155,12 +155,12 @@ def _launch_s(device: int) -> float:
     return best
 
 
-def _fastest(job) -> float:
-    """Seconds of the fastest of TRIES runs of job() (after one run to warm up), CUDA events."""
+def fastest(job, tries: int = TRIES) -> float:
+    """Seconds of the fastest of `tries` runs of job() (after one run to warm up), CUDA events."""
     import cupy
 
     best = np.inf
-    for _ in range(TRIES + 1):
+    for _ in range(tries + 1):
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         start.record()
         job()

@@ -285,23 +285,12 @@ def auto_choice(p, q, log: bool) -> str:
         batch, m, n = key[1:4]
         fits = batch * (m + n) <= FFT_MAX_VALUES
         candidates = [c for c in AUTO_CANDIDATES[log] if c != "fft" or fits]
-        _auto_choices[key] = min(candidates, key=lambda c: _call_seconds(VARIANTS[c], p, q, log))
+
+        def seconds(candidate: str) -> float:
+            return bench_peaks.fastest(lambda: VARIANTS[candidate](p, q, log), AUTO_TRIES)
+
+        _auto_choices[key] = min(candidates, key=seconds)
     return _auto_choices[key]
-
-
-def _call_seconds(variant, p, q, log: bool) -> float:
-    import cupy
-
-    variant(p, q, log)  # builds its kernels (and the FFT's plan)
-    best = np.inf
-    for _ in range(AUTO_TRIES):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        variant(p, q, log)
-        stop.record()
-        stop.synchronize()
-        best = min(best, cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-    return best
 
 
 def auto(p, q, log: bool):

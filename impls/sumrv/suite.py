@@ -12,8 +12,7 @@ import numpy as np
 from bench.ceilings import Work
 from bench.specs import parse_choices, parse_ints
 from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
-from impls.sumrv import cpu, figures
-from impls.sumrv.gpu import FFT_MAX_VALUES
+from impls.sumrv import cpu, figures, gpu
 from impls.sumrv.recipes import CLAIMS, RECIPES
 
 PRECISIONS = {"f32": np.float32, "f64": np.float64}
@@ -238,7 +237,7 @@ class SumrvSuite(Suite):
                         "numpy and the skew-diagonal twins")
 
     def skip(self, point: dict) -> str | None:
-        if point["batch"] * (point["m"] + point["n"]) > FFT_MAX_VALUES:
+        if point["batch"] * (point["m"] + point["n"]) > gpu.FFT_MAX_VALUES:
             return "batch x (m + n) > 2^29 values: the FFT peer's buffers outgrow an 80 GB GPU"
         return None
 
@@ -263,8 +262,6 @@ class SumrvSuite(Suite):
             return Workload(p, q, p, q, log, reference, {}, 1)
         import cupy
 
-        from impls.sumrv import gpu
-
         calls = min(MAX_CALLS, max(1, CALL_TERMS // (batch * m * n)))
         return Workload(cupy.asarray(p), cupy.asarray(q), p, q, log, reference, gpu.peaks(point["precision"]),
                         calls)
@@ -272,8 +269,6 @@ class SumrvSuite(Suite):
     def run(self, work: Workload, variant: str, ctx) -> dict:
         for _ in range(work.calls):
             if ctx.device == "gpu":
-                from impls.sumrv import gpu
-
                 r = gpu.convolve(variant, work.p, work.q, work.log)
             else:
                 r = cpu.convolve(variant, work.host_p, work.host_q, work.log)
@@ -304,8 +299,6 @@ class SumrvSuite(Suite):
         batch, m, n = work.shape
         method = row["variant"]
         if method == "auto":  # the work of the method it chose
-            from impls.sumrv import gpu
-
             method = gpu.auto_choice(work.p, work.q, work.log)
         return Work(footprint_bytes=batch * (2 * (m + n) - 1) * work.host_p.itemsize,
                     fma=batch * m * n if method in KERNELS else 0.0, precision=row["precision"],
@@ -331,8 +324,6 @@ class SumrvSuite(Suite):
         """(variant, r): the agreement rule depends on the variant."""
         if device == "gpu":
             import cupy
-
-            from impls.sumrv import gpu
 
             p, q = cupy.asarray(case["p"]), cupy.asarray(case["q"])
             r = gpu.convolve(variant, p, q, case["log"]).get()
@@ -373,7 +364,6 @@ class SumrvSuite(Suite):
         import inspect
 
         from bench.backend import raw_kernel
-        from impls.sumrv import gpu
 
         return [(gpu.KERNEL_SOURCE, inspect.signature(raw_kernel).parameters["options"].default)]
 
