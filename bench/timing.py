@@ -4,11 +4,12 @@ beside every repeat.
 Each variant is timed with its own device's clock: perf_counter for CPU variants
 and peers, CUDA events for GPU variants. The CUDA clock records events on the
 current stream and reads them after one synchronise at the end of the run, so
-timing adds no host round trip inside a run (except ctx.record, which must wait
-for the GPU to say how long the run has taken so far)."""
+timing adds no host round trip inside a run: ctx.record's stamps, too, are read
+when the series is."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -59,7 +60,8 @@ class RunContext:
         self.device = device
         self.seconds = 0.0
         self.phases: dict[str, float] = defaultdict(float)
-        self.series: list[dict] = []
+        self._series: list[dict] = []
+        self._recorded: list[tuple[int, object, int, dict]] = []  # read into _series when asked for
         self._clock = clock_for(device)
         self._spans: list[tuple[str, object, object]] = []
         self._untimed: list[tuple[object, object]] = []
@@ -92,11 +94,25 @@ class RunContext:
         self._untimed.append((begin, self._clock.mark()))
 
     def record(self, iteration: int, **values) -> None:
-        """Per-iteration values, stamped with the timed seconds so far."""
-        now = self._clock.mark()
-        self._clock.wait(now)
-        wall = self._clock.between(self._start, now) - self._untimed_seconds()
-        self.series.append({"iteration": iteration, "wall_s": wall, **values})
+        """Per-iteration values, stamped with the timed seconds so far. The host waits for
+        nothing here: the stamp is read when the series is, and a value may be a function of
+        no arguments, called then (a count that the GPU has yet to make)."""
+        self._recorded.append((iteration, self._clock.mark(), len(self._untimed), values))
+
+    @property
+    def series(self) -> list[dict]:
+        """The recorded values with their stamps (wall_s), once the GPU has reached the last
+        (in time linear in the records and untimed spans: a run may have thousands)."""
+        if self._recorded:
+            self._clock.wait(self._recorded[-1][1])
+            untimed_before = list(itertools.accumulate((self._clock.between(a, b) for a, b in self._untimed),
+                                                       initial=0.0))
+            for iteration, mark, untimed, values in self._recorded:
+                wall = self._clock.between(self._start, mark) - untimed_before[untimed]
+                self._series.append({"iteration": iteration, "wall_s": wall,
+                                     **{name: value() if callable(value) else value for name, value in values.items()}})
+            self._recorded.clear()
+        return self._series
 
 
 # Calibration: a fixed job timed beside every repeat, so that `bench check` can tell

@@ -43,11 +43,11 @@ def test_the_dense_draw_counts_rows_of_the_documents_and_words_that_occur():
 
 
 def test_suites_that_state_their_work_carry_the_floor_columns():
-    for name in ("lda-kernels", "sumrv", "admodel"):
+    for name in ("lda-kernels", "sumrv", "admodel", "saber"):
         columns = results.schema_for(get_suite(name))["columns"]
         assert {"floor_s", "floor_frac", "dram_gbps", "l2_gbps", "launch_s"} <= set(columns), name
         assert columns["bound"]["role"] == "bookkeeping"  # text, never parsed as a number
-    assert "floor_frac" not in results.schema_for(get_suite("saber"))["columns"]
+    assert "floor_frac" not in results.schema_for(get_suite("saber-fit"))["columns"]
 
 
 def _rows(schema: dict, n: int) -> pd.DataFrame:

@@ -225,6 +225,25 @@ def test_untimed_work_is_left_out_and_the_stopping_rule_repeats_until_quiet(tmp_
     assert len(rows) == 3  # quiet enough at the minimum
 
 
+def test_recorded_values_are_stamped_with_the_timed_seconds_and_read_when_the_series_is():
+    """ctx.record makes the host wait for nothing: a value may be a function, called when the
+    series is read; each stamp is the timed seconds so far, less the untimed spans before it."""
+    ctx, calls = RunContext("cpu"), []
+    with ctx.timed():
+        time.sleep(0.01)
+        ctx.record(1, count=lambda: calls.append(1) or 7, plain=2.5)
+        with ctx.untimed():
+            time.sleep(0.05)
+        time.sleep(0.01)
+        ctx.record(2, count=lambda: calls.append(2) or 8)
+        assert calls == []
+    series = ctx.series
+    assert calls == [1, 2] and [(row["iteration"], row["count"]) for row in series] == [(1, 7), (2, 8)]
+    assert series[0]["plain"] == 2.5
+    assert 0.01 <= series[0]["wall_s"] < series[1]["wall_s"] < 0.045  # the untimed 0.05 s left out
+    assert ctx.series == series and calls == [1, 2]  # read once
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"repeats": 0}, "--repeats >= 1"), ({"warmup": -1}, "--warmup >= 0"), ({"max_noise": 2.0}, "--max-noise"),
     ({"budget_s": 0}, "--timeout"),

@@ -426,6 +426,20 @@ def test_memory_budget_chooses_chunks_or_is_a_one_line_error():
     assert not stream.chunks_for_budget(doc_ptr, 500, 1000, 4, 2, model_gib + corpus_gib / 2 - 1e-4, gpus=2)[1]
 
 
+def test_the_code_chooses_one_chunk_where_the_corpus_is_resident_and_overlap_where_it_streams():
+    """chunks = 0: one chunk where the corpus is resident (more would only add launches), else
+    the fewest the budget allows, more than the workers (a slot each)."""
+    from impls.saber import stream
+
+    doc_ptr = np.arange(0, 100_001, 100, dtype=np.int64)
+    model_gib = stream.model_bytes(500, 1000) / stream.GIB
+    corpus_gib = stream.chunk_bytes(100_000, 1000) / stream.GIB
+    assert stream.chunks_for_budget(doc_ptr, 500, 1000, 0, 4, 0.0) == (1, True)
+    assert stream.chunks_for_budget(doc_ptr, 500, 1000, 0, 4, model_gib + corpus_gib) == (1, True)
+    chunks, resident = stream.chunks_for_budget(doc_ptr, 500, 1000, 0, 4, model_gib + corpus_gib / 2)
+    assert not resident and 8 <= chunks <= 10  # a half for 4 workers: an eighth each, +1 for uneven chunks
+
+
 @pytest.mark.parametrize("chunks, gpus", [(1, 1), (4, 1), (4, 2), (7, 2), (8, 3), (3, 3)])
 def test_each_gpu_takes_a_contiguous_even_run_of_chunks(chunks, gpus):
     from impls.saber import stream

@@ -38,6 +38,12 @@ def _state(topics: int, documents: int = 120, vocabulary: int = 300, seed: int =
     return doc_ptr, words, doc_of, counts
 
 
+def _preprocess(b, kind: str) -> tuple:
+    """gpu.preprocess's B^, denominators and structures, into new arrays."""
+    model_ = gpu.preprocess(b, kind)
+    return model_.bhat, model_.denominator, model_.structures
+
+
 def _assert_structures_equal(device, cpu) -> None:
     for level in ("totals", "level4", "level3", "level2"):
         np.testing.assert_array_equal(cupy.asnumpy(getattr(device, level)), getattr(cpu, level), err_msg=level)
@@ -48,7 +54,7 @@ def _assert_structures_equal(device, cpu) -> None:
 def test_b_hat_and_structures_are_the_twins_bit_for_bit_and_b_is_zeroed(kind, topics):
     _, _, _, counts = _state(topics)
     b = cupy.asarray(counts.b)
-    bhat, denominator, structures = gpu.preprocess(b, kind)
+    bhat, denominator, structures = _preprocess(b, kind)
     expected = model.b_hat(counts)
     np.testing.assert_array_equal(cupy.asnumpy(bhat), expected)
     np.testing.assert_array_equal(cupy.asnumpy(denominator), counts.topic_totals.astype(np.float32)
@@ -68,7 +74,7 @@ def test_the_largest_tree_is_the_twins():
     tokens = 300_000  # about three per (word, topic): B^ varies from topic to topic
     z = rng.integers(0, model.MAX_TOPICS, tokens).astype(np.int32)
     counts = model.count(np.array([0, tokens]), rng.integers(0, 3, tokens).astype(np.int32), z, 3, model.MAX_TOPICS)
-    _, _, structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
+    _, _, structures = _preprocess(cupy.asarray(counts.b), "tree")
     _assert_structures_equal(structures, model.preprocess(model.b_hat(counts), "tree"))
 
 
@@ -102,7 +108,7 @@ def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_wor
     if by_word:  # segments long enough to copy B^_v to shared memory, and shorter ones
         sizes, warps = np.concatenate([c.segment_sizes for c in chunks]), gpu._staged_threads(topics) // 32
         assert (sizes >= warps).any() and (sizes < warps).any()
-    device_bhat, _, device_structures = gpu.preprocess(cupy.asarray(counts.b), kind)
+    device_bhat, _, device_structures = _preprocess(cupy.asarray(counts.b), kind)
     for iteration in (0, 7):
         expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, iteration)
         for chunk in chunks:
@@ -117,7 +123,7 @@ def test_e_step_draws_the_twins_topics_with_any_block_size(topics, threads, by_w
     doc_ptr, words, doc_of, counts = _state(topics)
     bhat = model.b_hat(counts)
     chunks = _device_chunks(doc_ptr, words, counts, 2)
-    device_bhat, _, device_structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
+    device_bhat, _, device_structures = _preprocess(cupy.asarray(counts.b), "tree")
     expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, model.preprocess(bhat, "tree"), SEED, 4)
     for chunk in chunks:
         gpu.e_step(chunk, device_bhat, device_structures, SEED, 4, by_word, threads)
@@ -149,7 +155,7 @@ def test_the_own_topic_correction_and_its_tree_draw_are_the_twins_bit_for_bit(to
                                                                     trees.totals[v[i]]))  # numba returns floats
         expected[i] = own_bhat, mass, model.tree_draw_without_own(v[i], u2[i], mass, trees.level4, trees.level3,
                                                                   trees.level2, own[i], bhat[v[i], own[i]] - own_bhat)
-    device_bhat, device_denominator, device_trees = gpu.preprocess(cupy.asarray(b), "tree")
+    device_bhat, device_denominator, device_trees = _preprocess(cupy.asarray(b), "tree")
     got = [cupy.empty(draws, cupy.float32), cupy.empty(draws, cupy.float32), cupy.empty(draws, cupy.int32)]
     raw_kernel(gpu.KERNEL_SOURCE, "saber_own_topic_draws")((-(-draws * 32 // gpu.BLOCK),), (gpu.BLOCK,), (
         device_bhat, np.int32(topics), device_denominator, device_trees.totals, device_trees.level4,
@@ -173,7 +179,7 @@ def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word):
     bhat = model.b_hat(counts)
     structures = model.preprocess(bhat, "tree")
     chunks = _device_chunks(doc_ptr, words, counts, 3)
-    device_bhat, denominator, device_structures = gpu.preprocess(cupy.asarray(counts.b), "tree")
+    device_bhat, denominator, device_structures = _preprocess(cupy.asarray(counts.b), "tree")
     expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, 7, own_topics=z)
     for chunk in chunks:
         chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
@@ -183,25 +189,27 @@ def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word):
         assert not np.array_equal(expected, model.e_step(np.arange(words.size), doc_of, words, counts, bhat,
                                                          structures, SEED, 7))
     with pytest.raises(BenchError, match="alias"):
-        gpu.e_step(chunks[0], device_bhat, gpu.preprocess(cupy.asarray(counts.b), "alias")[2], SEED, 7, by_word,
+        gpu.e_step(chunks[0], device_bhat, _preprocess(cupy.asarray(counts.b), "alias")[2], SEED, 7, by_word,
                    denominator=denominator)
 
 
 @pytest.mark.parametrize("ssc", [False, True])
-@pytest.mark.parametrize("topics", [1, 33, 1000])
+@pytest.mark.parametrize("topics", [1, 33, 1000, 1024, 1025, 4097])  # SSC by histogram up to 1024, then by sort
 def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     rng = np.random.default_rng(topics)
-    lengths = np.concatenate([rng.integers(1, 60, 50), [0, gpu.SSC_CAP, gpu.SSC_CAP + 1, 3000, 0], [1, 2, 700]])
+    lengths = np.concatenate([rng.integers(1, 60, 50), [0, gpu.SSC_CAP, gpu.SSC_CAP + 1, 3000, 0], [1, 2, 700],
+                              [gpu.LONG_CAP, gpu.LONG_CAP + 1, 9000]])
     doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     words = rng.integers(0, 40, doc_ptr[-1]).astype(np.int32)
     z = np.minimum(rng.zipf(1.5, doc_ptr[-1]) - 1, topics - 1).astype(np.int32)
     expected = model.count(doc_ptr, words, z, 40, topics)
     b = cupy.zeros((40, topics), cupy.int32)
+    non_zeros = cupy.zeros(1, cupy.uint64)
     a_idx, a_val, a_ptr = [], [], [0]
     for chunk in _device_chunks(doc_ptr, words, expected, 2):
         chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
         chunk.a_idx[...] = -1  # the twin's A, overwritten
-        gpu.rebuild(chunk, topics, ssc, b)
+        gpu.rebuild(chunk, topics, ssc, b, non_zeros)
         doc_ptr_c, n_keys = cupy.asnumpy(chunk.doc_ptr), cupy.asnumpy(chunk.n_keys)
         for d in range(chunk.documents):
             a_idx.append(cupy.asnumpy(chunk.a_idx[doc_ptr_c[d]:doc_ptr_c[d] + n_keys[d]]))
@@ -211,6 +219,7 @@ def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     np.testing.assert_array_equal(np.concatenate(a_idx), expected.a_idx)
     np.testing.assert_array_equal(np.concatenate(a_val), expected.a_val)
     np.testing.assert_array_equal(cupy.asnumpy(b), expected.b)
+    assert int(non_zeros[0]) == expected.a_idx.size
 
 
 @pytest.mark.parametrize("own", ["counted", "left-out"])
@@ -342,3 +351,28 @@ def test_saber_fit_dense_gpu_peer_learns_topics():
     curve = [(row["iteration"], row["loglik"]) for row in ctx.series]
     assert [iteration for iteration, _ in curve] == [0, 5, 10]
     assert curve[-1][1] > curve[0][1] + 0.05  # as esca-cpu and tomotopy on kos (tests/test_saber_fit.py)
+
+
+@pytest.mark.parametrize("backend, variants", [("gpu", "G4,G0,delayed-gibbs"), ("cpu", "esca-cpu,delayed-gibbs-cpu")])
+def test_no_first_iteration_is_far_slower_than_the_others(tmp_path, backend, variants):
+    """Every kernel a timed run launches was built and launched before the clock started, on
+    every path: in a fresh process with empty compile caches (numba's, CuPy's), on a corpus
+    with documents for every rebuild path, no system's first iteration takes far longer than
+    its median one (a compilation takes a second or more)."""
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "CUPY_CACHE_DIR": str(tmp_path / "cupy")}
+    subprocess.run([sys.executable, "-m", "bench", "sweep", "saber-fit", "--backend", backend, "--variant", variants,
+                    "--dataset", "nytimes-synth", "--scale", "0.003", "--k", "100", "--iterations", "8",
+                    "--eval_every", "8", "--out", str(tmp_path)], env=env, check=True, capture_output=True)
+    series = pd.read_csv(tmp_path / "saber-fit-series.csv")
+    assert set(series["variant"]) == set(variants.split(","))
+    for variant, rows in series.groupby("variant"):
+        took = rows.sort_values("iteration")["wall_s"].diff().dropna().to_numpy()
+        assert took.size == 8, variant
+        assert took[0] < 5 * np.median(took) + 0.05, \
+            f"{variant}: first iteration {took[0]:.3f} s, median {np.median(took):.4f} s"

@@ -4,6 +4,7 @@ operations in its order, so that the GPU draws the topics the CPU twin draws.
 CuPy is imported inside the functions: importing this module needs no GPU.
 """
 
+import threading
 from dataclasses import dataclass
 from importlib.resources import files
 
@@ -29,55 +30,106 @@ def _resident_blocks(block: int = BLOCK) -> int:
     return multiprocessors() * (2048 // block)
 
 
+launches = 0  # kernels and memsets issued through _launch and _zero, so that a run counts an iteration's
+_launches_lock = threading.Lock()  # several GPUs issue from threads of their own
+
+
+def _count_launch() -> None:
+    global launches
+    with _launches_lock:
+        launches += 1
+
+
+def _launch(name: str, grid: tuple, block: tuple, args: tuple, shared_mem: int = 0) -> None:
+    _count_launch()
+    raw_kernel(KERNEL_SOURCE, name)(grid, block, args, shared_mem=shared_mem)
+
+
+def _zero(array) -> None:
+    """array = 0, by a memset on the current stream."""
+    import cupy
+
+    _count_launch()
+    cupy.cuda.runtime.memsetAsync(array.data.ptr, 0, array.nbytes, cupy.cuda.get_current_stream().ptr)
+
+
 TOTALS_ROWS = 512  # words a block of saber_topic_totals sums
 
 
-def topic_totals(b):
-    """n_k: B's column sums, int64 (cupy's sum over the first axis read B at 4-40% of the copy bandwidth)."""
+def topic_totals(b, out=None):
+    """n_k: B's column sums, int64, into `out` (or a new array). (cupy's sum over the first
+    axis read B at 4-40% of the copy bandwidth.)"""
     import cupy
 
     vocabulary, topics = b.shape
-    totals = cupy.zeros(topics, cupy.int64)
-    grid = (-(-topics // W), -(-vocabulary // TOTALS_ROWS))
-    raw_kernel(KERNEL_SOURCE, "saber_topic_totals")(grid, (BLOCK,), (b, np.int32(vocabulary), np.int32(topics),
-                                                                     np.int32(TOTALS_ROWS), totals))
+    totals = cupy.empty(topics, cupy.int64) if out is None else out
+    _zero(totals)
+    _launch("saber_topic_totals", (-(-topics // W), -(-vocabulary // TOTALS_ROWS)), (BLOCK,),
+            (b, np.int32(vocabulary), np.int32(topics), np.int32(TOTALS_ROWS), totals))
     return totals
 
 
-def preprocess(b, kind: str) -> tuple[object, object, Structures]:
-    """B^ (Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta)),
-    its denominators and every word's structure, a warp per word reading B once and zeroing
-    it, so that B counts the next iteration's topics."""
+@dataclass
+class Model:
+    """One GPU's B^, its denominators (n_k + V beta) and every word's structure: allocated
+    once for a run (allocate), refilled every iteration (preprocess). n_k and the alias
+    tables' stacks are preprocess's scratch."""
+
+    bhat: object
+    denominator: object
+    structures: Structures
+    topic_counts: object
+    stacks: object
+
+    @property
+    def kind(self) -> str:
+        return self.structures.kind
+
+
+def allocate(vocabulary: int, topics: int, kind: str) -> Model:
     import cupy
 
-    vocabulary, topics = b.shape
-    width = padded(topics)
-    denominator = topic_totals(b).astype(cupy.float32) + np.float32(vocabulary) * BETA
-    bhat = cupy.empty((vocabulary, topics), cupy.float32)
     totals = cupy.empty(vocabulary, cupy.float32)
-    common = (b, denominator, BETA, np.int32(vocabulary), np.int32(topics), np.int32(width), bhat)
+    if kind == "tree":
+        structures = Structures("tree", totals, cupy.empty((vocabulary, padded(topics)), cupy.float32),
+                                cupy.empty((vocabulary, LEVEL3), cupy.float32), cupy.empty((vocabulary, W), cupy.float32))
+        stacks = None
+    else:
+        structures = Structures("alias", totals, cupy.empty((vocabulary, topics), cupy.float32),
+                                cupy.empty((vocabulary, topics), cupy.int32), cupy.empty((vocabulary, 0), cupy.float32))
+        stacks = cupy.empty((vocabulary, topics), cupy.int32)
+    return Model(cupy.empty((vocabulary, topics), cupy.float32), cupy.empty(topics, cupy.float32), structures,
+                 cupy.empty(topics, cupy.int64), stacks)
+
+
+def preprocess(b, kind: str, into: Model | None = None) -> Model:
+    """B^ (Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta)),
+    its denominators and every word's structure (into the arrays of `into`, or new ones), a
+    warp per word reading B once and zeroing it, so that B counts the next iteration's topics."""
+    vocabulary, topics = b.shape
+    model = into or allocate(vocabulary, topics, kind)
+    topic_totals(b, model.topic_counts)
+    structures = model.structures
+    common = (b, model.topic_counts, np.float32(vocabulary) * BETA, BETA, np.int32(vocabulary), np.int32(topics),
+              np.int32(padded(topics)), model.denominator, model.bhat)
     grid = (_warp_grid(vocabulary),), (BLOCK,)
     if kind == "tree":
-        l4 = cupy.empty((vocabulary, width), cupy.float32)
-        l3 = cupy.empty((vocabulary, LEVEL3), cupy.float32)
-        l2 = cupy.empty((vocabulary, W), cupy.float32)
-        raw_kernel(KERNEL_SOURCE, "saber_preprocess_tree")(*grid, (*common, l4, l3, l2, totals))
-        return bhat, denominator, Structures("tree", totals, l4, l3, l2)
+        _launch("saber_preprocess_tree", *grid, (*common, structures.level4, structures.level3, structures.level2,
+                                                 structures.totals))
+        return model
     # The alias tables: a thread per word, sequential, as the paper's G0 builds them.
-    raw_kernel(KERNEL_SOURCE, "saber_preprocess_totals")(*grid, (*common, totals))
-    probability = cupy.empty((vocabulary, topics), cupy.float32)
-    alias = cupy.empty((vocabulary, topics), cupy.int32)
-    stacks = cupy.empty((vocabulary, topics), cupy.int32)
-    raw_kernel(KERNEL_SOURCE, "saber_build_aliases")((-(-vocabulary // BLOCK),), (BLOCK,), (
-        bhat, totals, np.int32(vocabulary), np.int32(topics), probability, alias, stacks))
-    return bhat, denominator, Structures("alias", totals, probability, alias,
-                                         cupy.empty((vocabulary, 0), cupy.float32))
+    _launch("saber_preprocess_totals", *grid, (*common, structures.totals))
+    _launch("saber_build_aliases", (-(-vocabulary // BLOCK),), (BLOCK,), (
+        model.bhat, structures.totals, np.int32(vocabulary), np.int32(topics), structures.level4, structures.level3,
+        model.stacks))
+    return model
 
 
 @dataclass
 class ChunkArrays:
     """One chunk's arrays, in pinned host memory or on the device, positions local: its
-    layout (model.Chunk), the positions of its documents longer than SSC_CAP, its counts A
+    layout (model.Chunk), its documents longer than SSC_CAP and at most LONG_CAP tokens, the
+    positions of those longer still, its counts A
     (by slot: document d's non-zeros at doc_ptr[d] + [0, n_keys[d]), so a chunk's A has a
     fixed size and needs no compaction) and its topics z."""
 
@@ -89,13 +141,15 @@ class ChunkArrays:
     by_word: object
     segment_ptr: object
     schedule: object
+    long_documents: object
     long_positions: object
     a_idx: object
     a_val: object
     n_keys: object
     z: object
 
-    LAYOUT = ("doc_ptr", "doc_of", "words", "by_word", "segment_ptr", "schedule", "long_positions")
+    LAYOUT = ("doc_ptr", "doc_of", "words", "by_word", "segment_ptr", "schedule", "long_documents",
+              "long_positions")
     STATE = ("a_idx", "a_val", "n_keys", "z")
     ARRAYS = LAYOUT + STATE
 
@@ -108,19 +162,27 @@ class ChunkArrays:
         return int(self.n_keys.size)
 
 
+def long_documents(doc_ptr: np.ndarray) -> np.ndarray:
+    """The documents of more than SSC_CAP and at most LONG_CAP tokens (counted by a block each)."""
+    lengths = np.diff(doc_ptr)
+    return np.flatnonzero((lengths > SSC_CAP) & (lengths <= LONG_CAP)).astype(np.int32)
+
+
 def long_positions(doc_ptr: np.ndarray) -> np.ndarray:
-    """The positions of the tokens of documents longer than SSC_CAP (sorted by cupy, not in
+    """The positions of the tokens of documents longer than LONG_CAP (sorted by cupy, not in
     shared memory)."""
     lengths = np.diff(doc_ptr)
-    return np.flatnonzero(np.repeat(lengths > SSC_CAP, lengths)).astype(np.int32)
+    return np.flatnonzero(np.repeat(lengths > LONG_CAP, lengths)).astype(np.int32)
 
 
 def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration: int, by_word: bool,
-           threads: int = 0, denominator=None) -> None:
+           threads: int = 0, denominator=None, counters=None) -> None:
     """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
     warp per token in document order (G0), or a block per word segment (G1 on); blocks of
     `threads` (a multiple of W), or (0) the sizes chosen below. With B^'s `denominator`,
-    each token's own topic (chunk.z on entry) is left out of its draw (model.e_step)."""
+    each token's own topic (chunk.z on entry) is left out of its draw (model.e_step).
+    counters: two int32 zeros for the segments' dynamic schedule (a run's, zeroed once for
+    all its iterations), or None: made here."""
     import cupy
 
     if denominator is not None:
@@ -137,28 +199,29 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
         name, extra = "saber_sample_alias", (structures.level4, structures.level3)
     if not by_word:
         block = threads or BLOCK
-        raw_kernel(KERNEL_SOURCE, name)((_warp_grid(tokens, True, block),), (block,), (
+        _launch(name, (_warp_grid(tokens, True, block),), (block,), (
             *common, *extra, np.int32(tokens), np.uint32(seed), np.uint32(iteration), chunk.z))
         return
+    counters = cupy.zeros(2, cupy.int32) if counters is None else counters
     # The segments long enough to give every warp of a staged block a token copy B^_v to
     # shared memory, in blocks large enough for full occupancy where shared memory allows;
     # the rest (a suffix of the schedule: its sizes descend) read it in place.
-    staged_block, global_block = (threads, threads) if threads else (_staged_threads(topics), BLOCK)
+    staged_block, global_block = (threads, threads) if threads else (_staged_threads(topics), WORD_BLOCK)
     staged = int(np.count_nonzero(chunk.segment_sizes >= staged_block // W))
     segments = int(chunk.segment_sizes.size)
     shared = topics * 4
-    for suffix, first, last, block, shared_mem, per_sm in (
-            ("_by_word", 0, staged, staged_block, shared, _blocks_per_sm(shared, staged_block)),
-            ("_by_word_global", staged, segments, global_block, 0, 2048 // global_block)):
+    for suffix, first, last, block, shared_mem, per_sm, counter in (
+            ("_by_word", 0, staged, staged_block, shared, _blocks_per_sm(shared, staged_block), counters[0:]),
+            ("_by_word_global", staged, segments, global_block, 0, 2048 // global_block, counters[1:])):
         if first == last:
             continue
         kernel = raw_kernel(KERNEL_SOURCE, name + suffix)
         if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
             kernel.max_dynamic_shared_size_bytes = shared_mem
         blocks = min(last - first, multiprocessors() * per_sm)
-        kernel((blocks,), (block,), (*common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule,
-                                     np.int32(last), cupy.full(1, first, cupy.int32), np.uint32(seed),
-                                     np.uint32(iteration), chunk.z), shared_mem=shared_mem)
+        _launch(name + suffix, (blocks,), (block,), (
+            *common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule, np.int32(first), np.int32(last), counter,
+            np.uint32(seed), np.uint32(iteration), chunk.z), shared_mem=shared_mem)
 
 
 def _blocks_per_sm(shared: int, threads: int) -> int:
@@ -167,24 +230,32 @@ def _blocks_per_sm(shared: int, threads: int) -> int:
     return max(1, min(2048 // threads, per_sm // (shared + 1024)))  # 1 KiB the runtime reserves per block
 
 
+# Threads of a block per word segment: 512 ran kos and nips 1.1-1.6x faster than 256 (H100,
+# K = 100 and 1024; 1024 was slower on nips), and nytimes-synth as fast.
+WORD_BLOCK = 512
+
+
 def _staged_threads(topics: int) -> int:
-    """Threads of a staged block: 256, or more (up to 1024) where B^_v's shared memory
-    leaves room for fewer than 8 blocks an SM, so that 64 warps (or 32) stay resident."""
-    blocks = _blocks_per_sm(topics * 4, BLOCK)
-    return min(1024, 1 << (-(-2048 // blocks) - 1).bit_length())
+    """Threads of a staged block: WORD_BLOCK, or more (up to 1024) where B^_v's shared
+    memory leaves room for fewer than 4 blocks an SM, so that 64 warps (or 32) stay resident."""
+    blocks = _blocks_per_sm(topics * 4, WORD_BLOCK)
+    return min(1024, max(WORD_BLOCK, 1 << (-(-2048 // blocks) - 1).bit_length()))
 
 
-def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b) -> None:
+def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None) -> None:
     """The M-step of one chunk: its A from its z (in place: the chunk is sampled), by SSC
-    (G3 on) or one sort of its tokens by (document, topic) (G0-G2); its tokens added to B."""
-    (_segmented_count if ssc else _count_by_sorting)(chunk, topics)
+    (G3 on) or one sort of its tokens by (document, topic) (G0-G2); its tokens added to B,
+    and its number of non-zeros of A to non_zeros (a uint64 on the device; None: dropped)."""
+    import cupy
+
+    non_zeros = cupy.zeros(1, cupy.uint64) if non_zeros is None else non_zeros
+    (_segmented_count if ssc else _count_by_sorting)(chunk, topics, non_zeros)
     tokens = chunk.tokens
-    raw_kernel(KERNEL_SOURCE, "saber_word_counts")((max(1, min(-(-tokens // BLOCK), _resident_blocks())),),
-                                                   (BLOCK,), (np.int32(tokens), chunk.words, chunk.z,
-                                                              np.int32(topics), b))
+    _launch("saber_word_counts", (max(1, min(-(-tokens // BLOCK), _resident_blocks())),), (BLOCK,),
+            (np.int32(tokens), chunk.words, chunk.z, np.int32(topics), b))
 
 
-def _count_by_sorting(chunk: ChunkArrays, topics: int) -> None:
+def _count_by_sorting(chunk: ChunkArrays, topics: int, non_zeros) -> None:
     """A as G0-G2 rebuild it: the chunk's tokens sorted by (document, topic) at once, the
     runs of equal keys (cupy.unique), each written to its document's next slot."""
     import cupy
@@ -196,24 +267,38 @@ def _count_by_sorting(chunk: ChunkArrays, topics: int) -> None:
     chunk.a_idx[slot] = (keys % topics).astype(cupy.int32)
     chunk.a_val[slot] = runs.astype(cupy.int32)
     chunk.n_keys[...] = cupy.diff(firsts).astype(cupy.int32)
+    non_zeros += keys.size
 
 
-def _segmented_count(chunk: ChunkArrays, topics: int) -> None:
-    """A by a segmented count per document (SSC, Fig. 8): a warp per document sorts its
-    topics in shared memory; the long documents' segments are sorted by cupy first."""
+def _segmented_count(chunk: ChunkArrays, topics: int, non_zeros) -> None:
+    """A by a segmented count per document (SSC, Fig. 8): up to HISTOGRAM_TOPICS topics, a
+    warp per document counts them in a histogram in shared memory; beyond, a warp per
+    document sorts its topics in shared memory, a block per document longer than SSC_CAP,
+    and the segments of documents longer than LONG_CAP are sorted by cupy first."""
     import cupy
 
-    sorted_z = chunk.z
+    if topics <= HISTOGRAM_TOPICS:
+        _launch("saber_histogram_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
+            chunk.doc_ptr, np.int32(chunk.documents), chunk.z, np.int32(topics), chunk.a_idx, chunk.a_val,
+            chunk.n_keys, non_zeros), shared_mem=topics * 4 * (BLOCK // W))
+        return
+    sorted_z, scratch = chunk.z, chunk.z  # scratch: the run starts of the documents cupy sorts
     if chunk.long_positions.size:  # one radix sort of (document, topic) keys
-        sorted_z = chunk.z.copy()
+        sorted_z, scratch = chunk.z.copy(), cupy.empty(chunk.tokens, cupy.int32)
         keys = chunk.doc_of[chunk.long_positions].astype(cupy.int64) * topics + chunk.z[chunk.long_positions]
         keys.sort()
         sorted_z[chunk.long_positions] = (keys % topics).astype(cupy.int32)
-    scratch = cupy.empty(chunk.tokens, cupy.int32)
-    raw_kernel(KERNEL_SOURCE, "saber_segmented_count")((_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
-        chunk.doc_ptr, np.int32(chunk.documents), chunk.z, sorted_z, np.int32(SSC_CAP), scratch, chunk.a_idx,
-        chunk.a_val, chunk.n_keys), shared_mem=2 * SSC_CAP * 4 * (BLOCK // W))
+    _launch("saber_segmented_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
+        chunk.doc_ptr, np.int32(chunk.documents), chunk.z, sorted_z, np.int32(SSC_CAP), np.int32(LONG_CAP), scratch,
+        chunk.a_idx, chunk.a_val, chunk.n_keys, non_zeros), shared_mem=2 * SSC_CAP * 4 * (BLOCK // W))
+    if chunk.long_documents.size:
+        _launch("saber_segmented_count_long", (min(int(chunk.long_documents.size), _resident_blocks()),), (BLOCK,), (
+            chunk.doc_ptr, chunk.long_documents, np.int32(chunk.long_documents.size), chunk.z, np.int32(LONG_CAP),
+            chunk.a_idx, chunk.a_val, chunk.n_keys, non_zeros), shared_mem=2 * LONG_CAP * 4)
 
 
-SSC_CAP = 512  # tokens of a document sorted in shared memory (a power of two); longer ones by cupy first
-assert SSC_CAP & (SSC_CAP - 1) == 0, "the bitonic sort pads a document to a power of two no larger than SSC_CAP"
+HISTOGRAM_TOPICS = 1024  # up to this K, a warp's histogram of K ints (a block's: 32 KiB), no sort
+SSC_CAP = 512  # tokens of a document sorted in a warp's shared memory (a power of two)
+LONG_CAP = 4096  # tokens of a document sorted in a block's shared memory (a power of two); longer ones by cupy first
+assert SSC_CAP & (SSC_CAP - 1) == 0 and LONG_CAP & (LONG_CAP - 1) == 0, \
+    "the bitonic sort pads a document to a power of two no larger than its cap"

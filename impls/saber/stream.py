@@ -60,15 +60,18 @@ def chunks_for_budget(doc_ptr: np.ndarray, vocabulary: int, topics: int, chunks:
                       budget_gib: float, gpus: int = 1) -> tuple[int, bool]:
     """(chunks, resident) per GPU, each GPU holding a 1/gpus share of the corpus and the
     budget: the chunks asked for, or more if a slot per worker must hold a chunk within
-    the budget; resident when the budget (0: none) holds them all. A one-line BenchError
-    when the budget does not hold the model and, per worker, the longest document."""
+    the budget; resident when the budget (0: none) holds them all. chunks = 0 leaves the
+    count to the code: one where the corpus is resident (more would only add launches: there
+    is no copy to overlap), else the fewest the budget allows (more than the workers, whose
+    slots hold a chunk each, so that copies overlap kernels). A one-line BenchError when the budget does not hold the
+    model and, per worker, the longest document."""
     if budget_gib == 0:
-        return chunks, True
+        return chunks or 1, True
     budget = int(budget_gib * GIB)
     tokens, documents = -(-int(doc_ptr[-1]) // gpus), -(-(doc_ptr.size - 1) // gpus)
     free = budget - model_bytes(vocabulary, topics)
     if free >= chunk_bytes(tokens, documents):
-        return chunks, True
+        return chunks or 1, True
     longest = int(np.diff(doc_ptr).max())
     if free < workers * chunk_bytes(longest, 1):
         raise BenchError(f"memory budget {budget_gib:g} GiB is too small for one chunk: the model at K = {topics} "
@@ -113,9 +116,10 @@ def host_chunk(chunk: model.Chunk, pinned: bool) -> gpu.ChunkArrays:
         return out
 
     n, documents = chunk.tokens, chunk.documents
-    layout = {name: getattr(chunk, name) for name in gpu.ChunkArrays.LAYOUT if name != "long_positions"}
+    layout = {name: getattr(chunk, name) for name in gpu.ChunkArrays.LAYOUT if not name.startswith("long_")}
     return gpu.ChunkArrays(chunk.first_token, np.diff(chunk.segment_ptr)[chunk.schedule],
                            **{name: place(a) for name, a in layout.items()},
+                           long_documents=place(gpu.long_documents(chunk.doc_ptr)),
                            long_positions=place(gpu.long_positions(chunk.doc_ptr)),
                            a_idx=place(np.zeros(n, np.int32)), a_val=place(np.zeros(n, np.int32)),
                            n_keys=place(np.zeros(documents, np.int32)), z=place(np.zeros(n, np.int32)))
@@ -192,12 +196,15 @@ def communicators(gpus: int) -> list:
 
 
 class _Shard:
-    """One GPU's part of a run: its chunks (indices into the corpus), its counts B, its
-    workers' streams and, where streaming, their slots. The streams are blocking ones, so
-    that work on the GPU's legacy null stream (the initial counts, pre-processing, the
-    all-reduce) and the workers' stay ordered; B^ is freed on the null stream."""
+    """One GPU's part of a run: its chunks (indices into the corpus), its counts B, B^ and
+    the structures (allocated once, refilled every iteration), its workers' streams and,
+    where streaming, their slots; on the device, the dynamic schedules' counters of every
+    (iteration, chunk) and every iteration's non-zeros of A, zeroed once, so that an
+    iteration needs neither an allocation nor the host's attention. The streams are blocking
+    ones, so that work on the GPU's legacy null stream (the initial counts, pre-processing,
+    the all-reduce) and the workers' stay ordered."""
 
-    def __init__(self, corpus: Corpus, gpu_id: int, topics: int, workers: int):
+    def __init__(self, corpus: Corpus, gpu_id: int, topics: int, workers: int, structure: str, iterations: int):
         import cupy
 
         self.device = cupy.cuda.Device(gpu_id)
@@ -208,7 +215,9 @@ class _Shard:
             self.slots = None if corpus.device else \
                 [_Slot([corpus.host[i] for i in self.chunks], s) for s in self.streams]
             self.b = cupy.zeros((corpus.vocabulary, topics), cupy.int32)
-        self.bhat = self.denominator = self.structures = None
+            self.model = gpu.allocate(corpus.vocabulary, topics, structure)
+            self.counters = cupy.zeros((iterations, len(self.chunks), 2), cupy.int32)
+            self.non_zeros = cupy.zeros(iterations, cupy.uint64)
 
     def place(self, corpus: Corpus, position: int, names) -> tuple[gpu.ChunkArrays, object]:
         """This GPU's chunk at `position` on the GPU (its arrays `names` copied in where
@@ -302,7 +311,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
 
     host = corpus.host
     documents = sum(c.documents for c in host)
-    shards = [_Shard(corpus, g, topics, workers) for g in range(corpus.gpus)]
+    shards = [_Shard(corpus, g, topics, workers, structure, iterations) for g in range(corpus.gpus)]
 
     with ctx.untimed():  # the initial topics and counts
         z = model.initial_topics(sum(c.tokens for c in host), topics, seed)
@@ -325,65 +334,65 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
     # A chunk's arrays copied in where streaming: z is overwritten, unless the draw reads each token's own topic there
     copied_in = gpu.ChunkArrays.LAYOUT + (gpu.ChunkArrays.STATE if without_own else gpu.ChunkArrays.STATE[:3])
 
-    def step(shard: _Shard, position: int, iteration: int, phase):
-        """One chunk's iteration: copied in (streaming), sampled, A and B rebuilt, copied out;
-        its number of non-zeros of A (on the GPU)."""
+    def step(shard: _Shard, position: int, iteration: int, phase) -> None:
+        """One chunk's iteration: copied in (streaming), sampled, A and B rebuilt, copied out."""
         with phase("transfer"):
             placed, slot = shard.place(corpus, position, copied_in)
         with phase("sample"):
-            gpu.e_step(placed, shard.bhat, shard.structures, seed, iteration, by_word, threads,
-                       shard.denominator if without_own else None)
+            gpu.e_step(placed, shard.model.bhat, shard.model.structures, seed, iteration, by_word, threads,
+                       shard.model.denominator if without_own else None, shard.counters[iteration, position])
         with phase("rebuild"):
-            gpu.rebuild(placed, topics, ssc, shard.b)
-            non_zeros = placed.n_keys.sum(dtype=cupy.int64)
+            gpu.rebuild(placed, topics, ssc, shard.b, shard.non_zeros[iteration:iteration + 1])
         with phase("transfer"):
             if slot:
                 slot.copy_out(placed, host[shard.chunks[position]])
-        return non_zeros
 
-    def issue(shard: _Shard, iteration: int) -> tuple[list, object]:
+    def issue(shard: _Shard, iteration: int):
         """A GPU's chunks on its workers' streams (from its own host thread where there are
-        several GPUs); their non-zeros, and an event after them."""
+        several GPUs); an event after them."""
         with shard.device:
-            non_zeros = []
             for position in range(len(shard.chunks)):
                 with shard.streams[position % workers]:
-                    non_zeros.append(step(shard, position, iteration, lambda name: contextlib.nullcontext()))
-        return non_zeros, shard.done()
+                    step(shard, position, iteration, lambda name: contextlib.nullcontext())
+        return shard.done()
 
+    @cache
+    def kd_means() -> np.ndarray:
+        """Every iteration's mean non-zeros per row of A (read once the run is done)."""
+        non_zeros = 0
+        for shard in shards:
+            with shard.device:
+                non_zeros = non_zeros + shard.non_zeros.get()
+        return non_zeros / documents
+
+    launched = gpu.launches
     issuers = ThreadPoolExecutor(len(shards)) if len(shards) > 1 else None  # a host thread per GPU
     try:
         for iteration in range(iterations):
             with ctx.phase("preprocess"):
                 for shard in shards:  # b is zeroed: the next B, which every chunk adds to
                     with shard.device:
-                        shard.bhat, shard.denominator, shard.structures = gpu.preprocess(shard.b, structure)
+                        gpu.preprocess(shard.b, structure, shard.model)
                 if len(shards) > 1:
                     _wait_for(shards)
             if workers == 1 and len(shards) == 1:
-                non_zeros = [step(shards[0], position, iteration, ctx.phase)
-                             for position in range(len(shards[0].chunks))]
+                for position in range(len(shards[0].chunks)):
+                    step(shards[0], position, iteration, ctx.phase)
             else:
                 with ctx.phase("overlapped"):
-                    issued = issuers.map(issue, shards, [iteration] * len(shards)) if issuers \
-                        else [issue(shards[0], iteration)]
-                    issued = list(issued)
-                    _wait_for(shards, [event for _, event in issued])
-                    non_zeros = [n for shard_non_zeros, _ in issued for n in shard_non_zeros]
+                    events = list(issuers.map(issue, shards, [iteration] * len(shards)) if issuers
+                                  else [issue(shards[0], iteration)])
+                    _wait_for(shards, events)
             if len(shards) > 1:
                 with ctx.phase("reduce"):
                     _sum_counts(shards)
-            sizes = {"bytes_b": shards[0].b.nbytes + shards[0].bhat.nbytes,
-                     "bytes_structures": shards[0].structures.nbytes}
-            for shard in shards:
-                shard.bhat = shard.denominator = shard.structures = None
-            kd_mean = float(sum(int(n) for n in non_zeros)) / documents
             with ctx.untimed():
                 observed = observe(iteration + 1, shards[0].b)
-            ctx.record(iteration + 1, kd_mean=kd_mean, **observed)
+            ctx.record(iteration + 1, kd_mean=lambda i=iteration: float(kd_means()[i]), **observed)
     finally:
         if issuers:
             issuers.shutdown()
+    launches = (gpu.launches - launched) / iterations
 
     for shard in shards:
         shard.device.synchronize()
@@ -398,4 +407,6 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
                 corpus.device[index].z.get(out=z[chunk.first_token:chunk.first_token + chunk.tokens])
         else:
             z[chunk.first_token:chunk.first_token + chunk.tokens] = chunk.z
-    return z, {"final_kd_mean": kd_mean, **sizes}
+    first = shards[0].model
+    return z, {"final_kd_mean": float(kd_means()[-1]), "bytes_b": shards[0].b.nbytes + first.bhat.nbytes,
+               "bytes_structures": first.structures.nbytes, "launches_per_iteration": launches}

@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
+from bench.ceilings import Work
 from bench.corpus import cached_corpus, is_synthetic, parse_datasets
 from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
@@ -23,7 +24,7 @@ from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
 from impls.saber import figures, gpu, model, stream
 from impls.saber.recipes import CLAIMS, RECIPES
-from impls.saber.structures import MAX_TOPICS, W
+from impls.saber.structures import LEVEL3, MAX_TOPICS, W, padded
 
 STAGES = {  # variant: (PDOW order, structure, rebuild by SSC, asynchronous workers)
     "G0": (False, "alias", False, False),
@@ -112,13 +113,15 @@ class SaberSuite(Suite):
              "number of topics (1 to 32,768: the W-ary tree's four levels)", aliases=("k",)),
         Axis("iterations", lambda backend, given: "3" if backend == "cpu" else "100",
              lambda s: parse_ints(s, "iterations"), "E- and M-steps per run"),
-        Axis("chunks", "4", lambda s: parse_ints(s, "chunks"),
-             "partitions of the documents (more if the memory budget needs them)", tune=True),
+        Axis("chunks", "0", lambda s: parse_ints(s, "chunks", minimum=0),
+             "partitions of the documents per GPU (more if the memory budget needs them); 0: the code's choice, one "
+             "where the corpus is resident, else the fewest the budget allows",
+             tune=True),
         Axis("workers", "4", lambda s: parse_ints(s, "workers", maximum=64), "G4's CUDA streams", tune=True),
         Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none); a "
              "corpus beyond it streams from pinned host memory", tune=True),
         Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels, a multiple of 32 "
-             "(0: 256, or up to 1024 where B^_v's shared memory leaves room for fewer than 8 blocks an SM)",
+             "(0: 512, or up to 1024 where B^_v's shared memory leaves room for fewer than 4 blocks an SM)",
              tune=True),
         GPUS_AXIS,
     )
@@ -132,6 +135,9 @@ class SaberSuite(Suite):
         Metric("kd_mean", "", per="iteration", help="mean non-zeros per row of A after the iteration"),
         Metric("chunks_used", "", help="chunks of documents, on all GPUs (the chunks asked for, or more for the memory "
                "budget)"),
+        Metric("launches_per_iteration", "", help="GPU: the kernels and memsets an iteration issues (the suite's "
+               "own; CuPy's operations in G0-G2's rebuild by sorting and the sort of documents over LONG_CAP tokens "
+               "are not counted, so that the floor stays a floor)"),
         Metric("resident", "", help="1: every chunk on the device; 0: streamed from pinned host memory"),
         # Table 2's analogue: the bytes of the arrays the run allocated (where they live: the
         # device, or the host for a streamed corpus), beside what a dense A would take.
@@ -187,6 +193,25 @@ class SaberSuite(Suite):
 
     def derived(self, work: Workload, row: dict) -> dict:
         return {"tokens_per_s": work.tokens * work.iterations / row["seconds"]}
+
+    def work(self, work: Workload, row: dict) -> Work:
+        """An iteration's least traffic and its launches (the floor of each iteration, times
+        the iterations): B read by n_k and by pre-processing, which zeroes it and writes B^ and
+        the structures; B^ read for the words the corpus uses; each token's document, word,
+        place in PDOW order and topic read, its topic written, and read again by the rebuild;
+        A's non-zeros (at the end, the fewest) read by the E-step and written by the rebuild;
+        the documents' bounds and counts. No multiply-add is counted: a draw's products number
+        its document's non-zeros, which the pre-processing bound above dominates only late."""
+        pdow, structure = STAGES[row["variant"]][:2]
+        vocabulary, topics, tokens, documents = work.vocabulary, work.topics, work.tokens, work.doc_ptr.size - 1
+        dense = vocabulary * topics * 4
+        structures = vocabulary * (padded(topics) + LEVEL3 + W + 1) * 4 if structure == "tree" else 2 * dense
+        used_words = int(np.count_nonzero(np.bincount(work.words, minlength=vocabulary)))
+        token_reads = (4 if pdow else 3) + 2  # doc_of, word, (by_word,) z read and written, then z and word again
+        non_zeros = row["final_kd_mean"] * documents
+        footprint = (4 * dense + structures + used_words * topics * 4 + tokens * token_reads * 4
+                     + non_zeros * 2 * 4 * 2 + documents * 3 * 4)
+        return Work(footprint_bytes=footprint, launches=row["launches_per_iteration"], calls=work.iterations)
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
         return figures.render_figures(df, meta, outdir)

@@ -4,7 +4,8 @@
 // topics. Products and sums are written with __fmul_rn/__fadd_rn: the twin rounds each
 // product before adding it, which a fused multiply-add would not.
 //
-//   saber_preprocess_*  a warp per word: B^_v from B_v (which it zeroes), its chunked prefix
+//   saber_preprocess_*  a warp per word: B^_v from B_v (which it zeroes) and n_k (the first warp
+//                       writes the denominators n_k + V beta), its chunked prefix
 //                       sums and the word's total; _tree keeps the sums as the tree's L4 (padded
 //                       to a multiple of W with the total), L3 every W-th (padded to W^2), L2
 //                       every W-th of L3
@@ -21,7 +22,10 @@
 //   saber_own_topic_draws  a probe for the tests: the own-topic correction and the tree's draw
 //                       of given (word, u2, own topic), a warp each
 //   saber_word_counts   B from the new topics, by integer atomics
-//   saber_segmented_count  SSC (G3 on): A of a chunk's documents, a warp per document
+//   saber_histogram_count  SSC (G3 on) for K <= 1024: A of a chunk's documents, a warp per document
+//                       counting its topics in shared memory
+//   saber_segmented_count  SSC for larger K: a warp per document sorting its topics (_long: a
+//                       block per document too long for a warp's shared memory)
 
 #define FULL_MASK 0xffffffffu
 #define W 32
@@ -83,8 +87,9 @@ __device__ __forceinline__ int warp_vote(float value, float x) {
 // prefix sums are L4, then L3 = every W-th of L4 (padded to W^2), L2 = every W-th of L3.
 // l4: [V, padded], l3: [V, LEVEL3], l2: [V, W].
 template <bool Tree>
-__device__ void preprocess_word(int* b, const float* denominator, float beta, int vocabulary, int topics,
-                                int padded, float* bhat, float* l4, float* l3, float* l2, float* totals) {
+__device__ void preprocess_word(int* b, const unsigned long long* topic_counts, float vocabulary_beta, float beta,
+                                int vocabulary, int topics, int padded, float* denominator, float* bhat, float* l4,
+                                float* l3, float* l2, float* totals) {
   const int lane = threadIdx.x & 31;
   const long long v = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
   if (v >= vocabulary) return;  // whole warps leave together
@@ -97,7 +102,10 @@ __device__ void preprocess_word(int* b, const float* denominator, float beta, in
     const int k = start + lane;
     float weight = 0.0f;
     if (k < topics) {
-      weight = __fdiv_rn(__fadd_rn(__int2float_rn(b_v[k]), beta), denominator[k]);
+      // n_k + V beta as the twin rounds it: float32(n_k) + float32(V) * beta
+      const float denominator_k = __fadd_rn(__ll2float_rn((long long)topic_counts[k]), vocabulary_beta);
+      if (v == 0) denominator[k] = denominator_k;
+      weight = __fdiv_rn(__fadd_rn(__int2float_rn(b_v[k]), beta), denominator_k);
       bhat_v[k] = weight;
       b_v[k] = 0;
     }
@@ -116,16 +124,18 @@ __device__ void preprocess_word(int* b, const float* denominator, float beta, in
   if (lane == 0) totals[v] = carry;
 }
 
-extern "C" __global__ void saber_preprocess_tree(int* b, const float* denominator, float beta, int vocabulary,
-                                                 int topics, int padded, float* bhat, float* l4, float* l3,
-                                                 float* l2, float* totals) {
-  preprocess_word<true>(b, denominator, beta, vocabulary, topics, padded, bhat, l4, l3, l2, totals);
+#define PREPROCESS_PARAMS                                                                                  \
+  int *b, const unsigned long long *topic_counts, float vocabulary_beta, float beta, int vocabulary, int topics, \
+      int padded, float *denominator, float *bhat
+#define PREPROCESS_ARGS b, topic_counts, vocabulary_beta, beta, vocabulary, topics, padded, denominator, bhat
+
+extern "C" __global__ void saber_preprocess_tree(PREPROCESS_PARAMS, float* l4, float* l3, float* l2,
+                                                 float* totals) {
+  preprocess_word<true>(PREPROCESS_ARGS, l4, l3, l2, totals);
 }
 
-extern "C" __global__ void saber_preprocess_totals(int* b, const float* denominator, float beta, int vocabulary,
-                                                   int topics, int padded, float* bhat, float* totals) {
-  preprocess_word<false>(b, denominator, beta, vocabulary, topics, padded, bhat, nullptr, nullptr, nullptr,
-                         totals);
+extern "C" __global__ void saber_preprocess_totals(PREPROCESS_PARAMS, float* totals) {
+  preprocess_word<false>(PREPROCESS_ARGS, nullptr, nullptr, nullptr, totals);
 }
 
 // n_k = sum over words of B_vk, exact in any order (integers), for Eq. 2's denominators: a
@@ -314,20 +324,21 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
 }
 
 // G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
-// order from schedule[*next] (set by the caller) to schedule[last - 1], then a warp per token
+// order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
+// the segments taken), then a warp per token
 // of the segment. Staged: the block first copies B^_v to shared memory (dynamic shared
 // memory: topics floats); otherwise (segments too short to pay for the copy, run without
 // shared memory at full occupancy) its warps read B^_v in global memory.
 template <typename Structure, bool Staged>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
-                               int last, int* next, const float* bhat, int topics, float alpha, const float* totals,
+                               int first_segment, int last, int* next, const float* bhat, int topics, float alpha, const float* totals,
                                const float* denominator, const Structure& structure, unsigned seed,
                                unsigned iteration, int* z) {
   extern __shared__ float staged_bhat_v[];
   __shared__ int taken;
   const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (;;) {
-    if (threadIdx.x == 0) taken = atomicAdd(next, 1);
+    if (threadIdx.x == 0) taken = first_segment + atomicAdd(next, 1);
     __syncthreads();
     if (taken >= last) return;  // the same for the whole block
     const int segment = schedule[taken], first = segment_ptr[segment], stop = segment_ptr[segment + 1];
@@ -369,9 +380,9 @@ extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int to
 }
 
 #define BY_WORD_PARAMS \
-  const int *by_word, const int *segment_ptr, const int *schedule, int last, int *next, unsigned seed, \
-      unsigned iteration, int *z
-#define BY_WORD_ARGS by_word, segment_ptr, schedule, last, next, bhat, topics, alpha, totals, denominator
+  const int *by_word, const int *segment_ptr, const int *schedule, int first_segment, int last, int *next, \
+      unsigned seed, unsigned iteration, int *z
+#define BY_WORD_ARGS by_word, segment_ptr, schedule, first_segment, last, next, bhat, topics, alpha, totals, denominator
 
 extern "C" __global__ void saber_sample_tree_by_word(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {
   sample_by_word<Tree, true>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);
@@ -396,17 +407,61 @@ extern "C" __global__ void saber_word_counts(int tokens, const int* words, const
 }
 
 // ---------------------------------------------------------------------------
-// SSC (Fig. 8, G3 on): A rebuilt by a segmented count per document, a warp per document.
-// A document of at most `cap` tokens is sorted in the warp's shared memory (bitonic, padded
-// to a power of two with INT_MAX); a longer one arrives sorted in `sorted_z` (the caller
-// sorts those few segments) and uses `scratch` for its run starts. The distinct topics, in
-// increasing order, and their counts go to keys/counts[doc_ptr[d] + r], their number to
-// n_keys[d]. Dynamic shared memory: 2 * cap ints per warp.
-__device__ void bitonic_sort(int* values, int size) {  // size a power of two; the whole warp calls it
+// SSC (Fig. 8, G3 on): A rebuilt by a segmented count per document.
+//
+// For K up to HISTOGRAM_TOPICS, a warp per document of any length counts its topics in a
+// histogram of K ints in its shared memory, then reads it in topic order (zeroing it for
+// the next document): O(n / 32 + K / 32) steps a document, no sort. The same keys and
+// counts as the sort below.
+extern "C" __global__ void saber_histogram_count(const int* doc_ptr, int documents, const int* z, int topics,
+                                                 int* keys, int* counts, int* n_keys,
+                                                 unsigned long long* non_zeros) {
+  extern __shared__ int shared_ints[];
   const int lane = threadIdx.x & 31;
+  int* histogram = shared_ints + (threadIdx.x >> 5) * topics;
+  for (int k = lane; k < topics; k += W) histogram[k] = 0;
+  __syncwarp();
+  const int warps = (gridDim.x * blockDim.x) >> 5;
+  unsigned long long found = 0;
+  for (int d = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; d < documents; d += warps) {
+    const int first = doc_ptr[d], n = int(doc_ptr[d + 1] - first);
+    for (int i = lane; i < n; i += W) atomicAdd(&histogram[z[first + i]], 1);
+    __syncwarp();
+    int r = 0;  // distinct topics before this chunk of 32
+    for (int base = 0; base < topics; base += W) {
+      const int k = base + lane;
+      const int count = k < topics ? histogram[k] : 0;
+      const unsigned ballot = __ballot_sync(FULL_MASK, count > 0);
+      if (count > 0) {
+        const int at = first + r + __popc(ballot & ((1u << lane) - 1));
+        keys[at] = k;
+        counts[at] = count;
+        histogram[k] = 0;
+      }
+      r += __popc(ballot);
+    }
+    if (lane == 0) n_keys[d] = r;
+    found += r;
+    __syncwarp();  // the histogram is zeroed before the next document counts into it
+  }
+  if (lane == 0 && found) atomicAdd(non_zeros, found);
+}
+
+// For larger K, a document of at most
+// `cap` tokens is sorted in its warp's shared memory (bitonic, padded to a power of two with
+// INT_MAX; 2 * cap ints a warp); one of at most `long_cap` tokens by a block of its own
+// (saber_segmented_count_long, 2 * long_cap ints); a longer one arrives sorted in `sorted_z`
+// (the caller sorts those few segments) and uses `scratch` for its run starts. The distinct
+// topics, in increasing order, and their counts go to keys/counts[doc_ptr[d] + r], their
+// number to n_keys[d], and their sum over the documents is added to *non_zeros.
+
+// The bitonic sort of values[0, size) (size a power of two) by a warp, or (Block) by the block.
+template <bool Block>
+__device__ void bitonic_sort(int* values, int size) {
+  const int rank = Block ? threadIdx.x : threadIdx.x & 31, group = Block ? blockDim.x : W;
   for (int span = 2; span <= size; span <<= 1) {
     for (int stride = span >> 1; stride > 0; stride >>= 1) {
-      for (int i = lane; i < size / 2; i += W) {
+      for (int i = rank; i < size / 2; i += group) {
         const int lo = 2 * stride * (i / stride) + i % stride, hi = lo + stride;
         const bool ascending = (lo & span) == 0;
         const int a = values[lo], b = values[hi];
@@ -415,50 +470,86 @@ __device__ void bitonic_sort(int* values, int size) {  // size a power of two; t
           values[hi] = a;
         }
       }
-      __syncwarp();
+      if (Block) __syncthreads(); else __syncwarp();
     }
   }
 }
 
+// The runs of sorted[0, n), a warp together: their starts (in `starts`), then keys, counts and
+// their number; returns it.
+__device__ int count_runs(const int* sorted, int n, int* starts, int* keys, int* counts) {
+  const int lane = threadIdx.x & 31;
+  int found = 0;  // distinct topics before this chunk of 32
+  for (int base = 0; base < n; base += W) {
+    const int i = base + lane;
+    const bool start = i < n && (i == 0 || sorted[i] != sorted[i - 1]);
+    const unsigned ballot = __ballot_sync(FULL_MASK, start);
+    if (start) starts[found + __popc(ballot & ((1u << lane) - 1))] = i;
+    found += __popc(ballot);
+  }
+  __syncwarp();  // the starts are written before they are read
+  for (int r = lane; r < found; r += W) {
+    const int s = starts[r], e = r + 1 < found ? starts[r + 1] : n;
+    keys[r] = sorted[s];
+    counts[r] = e - s;
+  }
+  return found;
+}
+
+// A document's tokens into buffer[0, size), padded with INT_MAX, size the power of two >= n.
+template <bool Block>
+__device__ int load_padded(const int* z, int n, int* buffer) {
+  int size = 1;
+  while (size < n) size <<= 1;
+  for (int i = Block ? threadIdx.x : threadIdx.x & 31; i < size; i += Block ? blockDim.x : W)
+    buffer[i] = i < n ? z[i] : 0x7fffffff;
+  if (Block) __syncthreads(); else __syncwarp();
+  return size;
+}
+
 extern "C" __global__ void saber_segmented_count(const int* doc_ptr, int documents, const int* z,
-                                                 const int* sorted_z, int cap, int* scratch, int* keys, int* counts,
-                                                 int* n_keys) {
+                                                 const int* sorted_z, int cap, int long_cap, int* scratch, int* keys,
+                                                 int* counts, int* n_keys, unsigned long long* non_zeros) {
   extern __shared__ int shared_ints[];
   const int lane = threadIdx.x & 31;
   int* buffer = shared_ints + (threadIdx.x >> 5) * 2 * cap;
   const int warps = (gridDim.x * blockDim.x) >> 5;
+  unsigned long long found = 0;
   for (int d = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; d < documents; d += warps) {
     const int first = doc_ptr[d];
     const int n = int(doc_ptr[d + 1] - first);
-    const int* sorted;
-    int* starts;
+    if (n > cap && n <= long_cap) continue;  // saber_segmented_count_long's
+    int r;
     if (n <= cap) {
-      int size = 1;
-      while (size < n) size <<= 1;
-      for (int i = lane; i < size; i += W) buffer[i] = i < n ? z[first + i] : 0x7fffffff;
-      __syncwarp();
-      bitonic_sort(buffer, size);
-      sorted = buffer;
-      starts = buffer + cap;
+      bitonic_sort<false>(buffer, load_padded<false>(z + first, n, buffer));
+      r = count_runs(buffer, n, buffer + cap, keys + first, counts + first);
     } else {
-      sorted = sorted_z + first;
-      starts = scratch + first;
+      r = count_runs(sorted_z + first, n, scratch + first, keys + first, counts + first);
     }
-    int found = 0;  // distinct topics before this chunk
-    for (int base = 0; base < n; base += W) {
-      const int i = base + lane;
-      const bool start = i < n && (i == 0 || sorted[i] != sorted[i - 1]);
-      const unsigned ballot = __ballot_sync(FULL_MASK, start);
-      if (start) starts[found + __popc(ballot & ((1u << lane) - 1))] = i;
-      found += __popc(ballot);
-    }
-    __syncwarp();  // the starts are written before they are read
-    for (int r = lane; r < found; r += W) {
-      const int s = starts[r], e = r + 1 < found ? starts[r + 1] : n;
-      keys[first + r] = sorted[s];
-      counts[first + r] = e - s;
-    }
-    if (lane == 0) n_keys[d] = found;
+    if (lane == 0) n_keys[d] = r;
+    found += r;
     __syncwarp();  // the buffer is read before the next document is written to it
+  }
+  if (lane == 0 && found) atomicAdd(non_zeros, found);
+}
+
+// The documents of more than cap and at most long_cap tokens (their ids in `long_documents`),
+// a block each: sorted by the block, counted by its first warp.
+extern "C" __global__ void saber_segmented_count_long(const int* doc_ptr, const int* long_documents, int count,
+                                                      const int* z, int long_cap, int* keys, int* counts,
+                                                      int* n_keys, unsigned long long* non_zeros) {
+  extern __shared__ int shared_ints[];
+  for (int i = blockIdx.x; i < count; i += gridDim.x) {
+    const int d = long_documents[i], first = doc_ptr[d];
+    const int n = int(doc_ptr[d + 1] - first);
+    bitonic_sort<true>(shared_ints, load_padded<true>(z + first, n, shared_ints));
+    if (threadIdx.x < W) {
+      const int r = count_runs(shared_ints, n, shared_ints + long_cap, keys + first, counts + first);
+      if (threadIdx.x == 0) {
+        n_keys[d] = r;
+        atomicAdd(non_zeros, (unsigned long long)r);
+      }
+    }
+    __syncthreads();  // the buffer is read before the next document is written to it
   }
 }
