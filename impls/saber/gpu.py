@@ -81,10 +81,6 @@ class Model:
     topic_counts: object
     stacks: object
 
-    @property
-    def kind(self) -> str:
-        return self.structures.kind
-
 
 def allocate(vocabulary: int, topics: int, kind: str) -> Model:
     import cupy
