@@ -229,6 +229,21 @@ def test_figure_11_claims():
     assert verdict("FT1", results) and claim("FT1").ours(results).value == [12.5]  # 2.5 s against 0.2 s
 
 
+def test_delayed_gibbs_time_to_tomotopys_final_value_on_real_corpora():
+    kos, kos_series = fit({"delayed-gibbs": [(0, -7.8), (0.1, -7.3), (0.2, -7.2), (0.3, -7.19)],
+                           "tomotopy": [(0, -7.8), (1.0, -7.3), (3.0, -7.22), (6.0, -7.21)]})
+    results = Frames(fit=kos, series=kos_series)
+    assert verdict("DG2", results) and claim("DG2").ours(results).value == [30.0]  # -7.21: 0.2 s against 6 s
+    nips, nips_series = fit({"delayed-gibbs": [(0, -7.8), (0.1, -7.0), (0.2, -6.997)],
+                             "tomotopy": [(0, -7.8), (1.0, -7.0), (9.0, -6.992)]}, dataset="nips", K=1000)
+    both = Frames(fit=pd.concat([kos, nips]), series=pd.concat([kos_series, nips_series]))
+    assert not verdict("DG2", both)
+    assert "delayed-gibbs never reaches -6.992" in claim("DG2").ours(both).text
+    synthetic, synthetic_series = fit({"delayed-gibbs": [(0, -7.8), (0.1, -7.3)], "tomotopy": [(0, -7.8), (1, -7.2)]},
+                                      dataset="nytimes-synth")
+    assert claim("DG2").ours(Frames(fit=synthetic, series=synthetic_series)) is None  # real corpora only
+
+
 def test_convergence_claims_take_the_cpu_twins_for_their_gpu_systems():
     df, series = fit({"esca-cpu": [(0, -7.8), (1, -7.6), (2, -7.55)],
                       "delayed-gibbs-cpu": [(0, -7.8), (1, -7.55), (2, -7.50)],
