@@ -340,6 +340,7 @@ def test_kos_matches_published_statistics():
     stats = corpus.stats()
     assert {name: stats.pop(name) for name in ("length_cv", "zipf_exponent")} == pytest.approx(
         {"length_cv": 0.7098, "zipf_exponent": 0.6369}, abs=1e-4)
+    assert stats.pop("tokens_per_pair") == pytest.approx(467714 / 353160)  # UCI's nnz: the distinct pairs
     assert stats == {
         "documents": 3430, "vocabulary": 6906, "tokens": 467714, "nnz": 353160,
         "mean_length": 467714 / 3430, "max_length": 670, "empty_documents": 0,
@@ -582,6 +583,30 @@ def test_a_calibrated_corpus_has_the_same_bytes_everywhere():
     corpus = synthesize("kos-synth", 0.05)
     digest = hashlib.sha256(corpus.doc_ptr.tobytes() + corpus.words.tobytes()).hexdigest()
     assert digest == "1617b4f4dacbd99a50fe461801531a95476335777f972510e7e930c317ba8900"
+
+
+def test_a_bursty_calibrated_corpus_has_the_same_bytes_everywhere():
+    corpus = synthesize("nips-synth", 0.02)  # nips's structure: burstiness 0.4
+    digest = hashlib.sha256(corpus.doc_ptr.tobytes() + corpus.words.tobytes()).hexdigest()
+    assert digest == "9d2e4194ba3751faa04f22f27fe21d7dfaa0182251473b2c0d3ce14236565927"
+
+
+def test_burstiness_repeats_a_documents_own_words_and_changes_nothing_else():
+    """A bursty corpus: the same documents, each using only words its plain twin drew (a
+    token repeats an earlier token's word of its document), and more tokens a distinct word."""
+    import dataclasses
+
+    t = synth.targets(catalogue()["nips-synth"], 0.02)
+    assert t.burstiness == 0.4
+    bursty = synth.generate("nips-synth", t, 0, np)
+    plain = synth.generate("nips-synth", dataclasses.replace(t, burstiness=0.0), 0, np)
+    np.testing.assert_array_equal(bursty.doc_ptr, plain.doc_ptr)
+    np.testing.assert_array_equal(bursty.true_phi, plain.true_phi)
+    for d in range(bursty.num_docs):
+        words = slice(bursty.doc_ptr[d], bursty.doc_ptr[d + 1])
+        assert set(bursty.words[words]) <= set(plain.words[words])
+        assert bursty.words[words][0] == plain.words[words][0]  # a document's first token repeats nothing
+    assert bursty.tokens_per_pair() > 1.1 * plain.tokens_per_pair()  # 6.6 against 5.8 (248 words at this scale)
 
 
 def test_wiki_synth_at_one_percent_hits_exact_targets():

@@ -287,7 +287,8 @@ def test_table_4_from_the_profile():
 def test_every_claim_computes_on_the_committed_h200_results():
     results = Results(COMMITTED, {s.name: s for s in all_suites()})
     measured = {c.id: c.ours(results) for c in SABER.claims}
-    assert sum(m is not None for m in measured.values()) >= len(SABER.claims) - 2
+    # the calibration's corpora and tomotopy on a real corpus were not run on the H200
+    assert {name for name, m in measured.items() if m is None} <= {"CALKOS", "CALNIPS", "DG2"}
     for name, m in measured.items():
         if m is not None:
             claim(name).holds(m.value)  # no rule fails on what its ours computes

@@ -10,6 +10,7 @@ import numpy as np
 
 
 ZIPF_FIRST_RANK, ZIPF_POINTS = 10, 50
+PAIR_SAMPLE_TOKENS = 1 << 24  # tokens of the documents Corpus.tokens_per_pair counts
 
 
 class CorpusError(Exception):
@@ -131,12 +132,23 @@ class Corpus:
 
     def text_stats(self) -> dict:
         """What a synthetic corpus imitates of a real one's text (bench/corpus/synth.py): the
-        mean and the spread (standard deviation over mean) of document lengths, and the Zipf
-        exponent of word frequencies."""
+        mean and the spread (standard deviation over mean) of document lengths, the Zipf
+        exponent of word frequencies and the burstiness of words (tokens per distinct word of
+        a document)."""
         lengths = self.lengths
         return {"mean_length": self.num_tokens / self.num_docs if self.num_docs else 0.0,
                 "length_cv": float(lengths.std() / lengths.mean()) if self.num_tokens else 0.0,
-                "zipf_exponent": self.zipf_exponent()}
+                "zipf_exponent": self.zipf_exponent(), "tokens_per_pair": self.tokens_per_pair()}
+
+    def tokens_per_pair(self) -> float:
+        """Tokens per distinct (document, word) pair, over every document of a corpus of up to
+        PAIR_SAMPLE_TOKENS tokens, else over documents evenly spaced through it (a sort of
+        billions of pairs would take minutes); 0 for an empty corpus."""
+        step = max(1, -(-self.num_tokens // PAIR_SAMPLE_TOKENS))
+        sample = self if step == 1 else self._select(np.arange(0, self.num_docs, step), self.name)
+        documents = np.repeat(np.arange(sample.num_docs, dtype=np.int64), sample.lengths)
+        pairs = np.unique(documents * sample.vocab_size + sample.words).size
+        return sample.num_tokens / pairs if pairs else 0.0
 
     def zipf_exponent(self) -> float:
         """The slope of log frequency against log rank, least squares over ZIPF_POINTS ranks

@@ -10,7 +10,8 @@ theta_d)). The topics come in two kinds:
   each topic (1 - topic_share) is the Zipf law of the words' global ranks, the words every
   topic uses; the rest is a Zipf law (topic_zipf_exponent) of the topic's own ranking of the
   words (a random permutation), its head words. Lengths have the real corpus's spread
-  (length_cv).
+  (length_cv). With burstiness, a token may instead repeat the word of an earlier token of
+  its document (_repeat_words), as words recur in text.
 - the first generator's (the other entries, until their results are measured again): topics
   are Dirichlet draws of large concentration around one Zipf base over a hidden vocabulary,
   of which the V words with the largest total mass are kept; they share their head words and
@@ -61,6 +62,7 @@ class Targets:
     length_cv: float | None = None  # calibrated corpora
     topic_share: float | None = None
     topic_zipf_exponent: float | None = None
+    burstiness: float | None = None
     hidden_vocabulary: int | None = None  # the first generator's
     concentration: float | None = None
 
@@ -75,6 +77,7 @@ def targets(item: dict, scale: float = 1.0) -> Targets:
     if "imitates" in item:  # the real corpus's structure, a key of the entry's own overriding it
         structure = {**entry(item["imitates"], "uci")["structure"], **item}
         topics = {name: structure[name] for name in CALIBRATED}
+        topics["burstiness"] = structure.get("burstiness", 0.0)
     else:
         topics = {name: item[name] for name in FIRST}
         topics["hidden_vocabulary"] = max(item["hidden_vocabulary"], 2 * vocab)
@@ -115,8 +118,10 @@ def generate(name: str, t: Targets, seed: int, xp=None) -> Corpus:
     if xp is None:
         xp = gpu_array_module() or np
     # zlib.crc32, not hash(): Python salts str hashes per process.
-    streams = np.random.SeedSequence([zlib.crc32(name.encode()), seed]).spawn(5)
-    rng_phi, rng_len, rng_perm, rng_theta, rng_tok = (np.random.Generator(np.random.PCG64(s)) for s in streams)
+    # A sixth stream leaves the first five (and corpora without burstiness) as they were.
+    streams = np.random.SeedSequence([zlib.crc32(name.encode()), seed]).spawn(6)
+    rng_phi, rng_len, rng_perm, rng_theta, rng_tok, rng_repeat = (np.random.Generator(np.random.PCG64(s))
+                                                                  for s in streams)
 
     phi = _topics(rng_phi, t)  # (K, V), word ranks by total mass
     cdf = np.cumsum(phi, axis=1)
@@ -135,7 +140,10 @@ def generate(name: str, t: Targets, seed: int, xp=None) -> Corpus:
         gamma = rng_theta.standard_gamma(t.alpha, size=(stop - start, t.topics))
         theta[start:stop] = gamma / gamma.sum(axis=1, keepdims=True)
         topic = _draw_topics(rng_tok, theta[start:stop], lengths[start:stop], xp)
-        words[doc_ptr[start]:doc_ptr[stop]] = to_host(_draw_words(rng_tok, topic, lengths[start:stop], *on_device, xp))
+        drawn = to_host(_draw_words(rng_tok, topic, lengths[start:stop], *on_device, xp))
+        if t.burstiness:
+            drawn = _repeat_words(rng_repeat, drawn, lengths[start:stop], t.burstiness)
+        words[doc_ptr[start]:doc_ptr[stop]] = drawn
 
     true_phi = np.empty((t.vocabulary, t.topics))
     true_phi[perm] = phi.T
@@ -151,6 +159,23 @@ def _topics(rng: np.random.Generator, t: Targets) -> np.ndarray:
     common, own = ranks**-t.zipf_exponent, ranks**-t.topic_zipf_exponent
     own_rank = rng.permuted(np.tile(np.arange(t.vocabulary), (t.topics, 1)), axis=1)
     return (1 - t.topic_share) * common / common.sum() + t.topic_share * own[own_rank] / own.sum()
+
+
+def _repeat_words(rng: np.random.Generator, words: np.ndarray, lengths: np.ndarray, burstiness: float) -> np.ndarray:
+    """Text's burstiness (a word once used in a document is likelier there again): every token
+    but a document's first takes, with probability `burstiness`, the word of an earlier token
+    of its document drawn uniformly (a Polya urn over the document's tokens), the copies
+    followed back to a token drawn from its topic."""
+    tokens = words.size
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    position = np.arange(tokens) - starts
+    repeats, earlier = rng.random(tokens) < burstiness, rng.random(tokens)
+    source = np.where(repeats & (position > 0), starts + (earlier * position).astype(np.int64), np.arange(tokens))
+    while True:  # pointer jumping: each pass halves the longest chain of copies
+        further = source[source]
+        if np.array_equal(further, source):
+            return words[source]
+        source = further
 
 
 def _first_topics(rng: np.random.Generator, t: Targets) -> np.ndarray:

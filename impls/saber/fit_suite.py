@@ -119,6 +119,7 @@ class SaberFitSuite(Suite):
         Metric("length_cv", "", help="the corpus's document lengths: standard deviation over mean"),
         Metric("zipf_exponent", "", help="the corpus's word frequencies: slope of log frequency against log rank "
                "(bench.corpus Corpus.zipf_exponent)"),
+        Metric("tokens_per_pair", "", help="the corpus's burstiness: tokens per distinct (document, word) pair"),
         Metric("ceiling", "nats/token", help="the same under the generating theta and phi (synthetic corpora)"),
         Metric("true_phi_loglik", "nats/token", help="the evaluator on the generating phi, theta folded in as for "
                "every system: what recovering the topics is worth (synthetic corpora)"),

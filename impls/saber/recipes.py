@@ -432,7 +432,7 @@ TWINS = {"esca-cpu": "G4", "delayed-gibbs-cpu": "delayed-gibbs"}  # the CPU twin
 
 # What a synthetic corpus imitates of a real one (bench/corpus/synth.py), as saber-fit records it.
 CALIBRATED = {"mean_length": "mean length", "length_cv": "length spread", "zipf_exponent": "Zipf exponent",
-              "heldout_gap": "held-out gap", "topic_js": "topic JS", "final_topics_per_document": "topics a document"}
+              "tokens_per_pair": "tokens a (document, word)", "heldout_gap": "held-out gap", "topic_js": "topic JS", "final_topics_per_document": "topics a document"}
 CALIBRATION_TOLERANCE = 0.25
 
 
@@ -705,7 +705,7 @@ CLAIMS = (
             f"{real}: its text and what a model finds in it", _calibration(real),
             holds=lambda ratios: bool(ratios) and all(abs(r - 1) <= CALIBRATION_TOLERANCE for r in ratios),
             rule="each statistic of the synthetic corpus within 25% of the real corpus's, trained alike: mean and "
-                 "spread of document lengths, Zipf exponent, held-out gain from a random start, mean Jensen-Shannon "
+                 "spread of document lengths, Zipf exponent, tokens per distinct word of a document, held-out gain from a random start, mean Jensen-Shannon "
                  "divergence between trained topics, mean topics a training document keeps",
             why="the generator's parameters ([NAME.structure] in datasets/catalogue.toml) were calibrated at one "
                 "K and length of training; a statistic of training moves with both.", recipe="calibration")
