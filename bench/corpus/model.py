@@ -101,7 +101,7 @@ class Corpus:
         held = np.sort(rng.choice(self.num_docs, round(fraction * self.num_docs), replace=False))
         keep = np.ones(self.num_docs, dtype=bool)
         keep[held] = False
-        train = self._select(np.flatnonzero(keep), f"{self.name}:train")
+        train = self.select(np.flatnonzero(keep), f"{self.name}:train")
 
         ptr, idx = segment_index(self.doc_ptr, held)
         lengths = np.diff(ptr)
@@ -145,10 +145,8 @@ class Corpus:
         PAIR_SAMPLE_TOKENS tokens, else over documents evenly spaced through it (a sort of
         billions of pairs would take minutes); 0 for an empty corpus."""
         step = max(1, -(-self.num_tokens // PAIR_SAMPLE_TOKENS))
-        sample = self if step == 1 else self._select(np.arange(0, self.num_docs, step), self.name)
-        documents = np.repeat(np.arange(sample.num_docs, dtype=np.int64), sample.lengths)
-        pairs = np.unique(documents * sample.vocab_size + sample.words).size
-        return sample.num_tokens / pairs if pairs else 0.0
+        sample = self if step == 1 else self.select(np.arange(0, self.num_docs, step), self.name)
+        return sample.num_tokens / sample.nnz if sample.nnz else 0.0
 
     def zipf_exponent(self) -> float:
         """The slope of log frequency against log rank, least squares over ZIPF_POINTS ranks
@@ -163,7 +161,8 @@ class Corpus:
         slope = np.polyfit(np.log(ranks), np.log(counts[ranks - 1]), 1)[0]
         return float(-slope)
 
-    def _select(self, docs: np.ndarray, name: str) -> Corpus:
+    def select(self, docs: np.ndarray, name: str) -> Corpus:
+        """The documents `docs` (indices, in that order) as a corpus of their own."""
         ptr, idx = segment_index(self.doc_ptr, docs)
         theta = None if self.true_theta is None else self.true_theta[docs]
         return dataclasses.replace(self, name=name, doc_ptr=ptr, words=self.words[idx], true_theta=theta)

@@ -229,10 +229,7 @@ def _warm_up_corpus(train: Corpus) -> Corpus:
     for low, high in ((gpu.SSC_CAP, gpu.LONG_CAP), (gpu.LONG_CAP, np.inf)):
         among = np.flatnonzero((lengths > low) & (lengths <= high))
         chosen |= set(among[:1].tolist())
-    documents = np.array(sorted(chosen))
-    words = np.concatenate([train.words[train.doc_ptr[d]:train.doc_ptr[d + 1]] for d in documents])
-    doc_ptr = np.concatenate([[0], np.cumsum(lengths[documents])]).astype(train.doc_ptr.dtype)
-    return replace(train, doc_ptr=doc_ptr, words=words, true_theta=None)
+    return train.select(np.array(sorted(chosen)), f"{train.name}:warm-up")
 
 
 def _warm_up(train: Corpus, vocabulary: int, point: dict) -> None:

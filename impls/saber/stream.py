@@ -63,8 +63,8 @@ def chunks_for_budget(doc_ptr: np.ndarray, vocabulary: int, topics: int, chunks:
     the budget; resident when the budget (0: none) holds them all. chunks = 0 leaves the
     count to the code: one where the corpus is resident (more would only add launches: there
     is no copy to overlap), else the fewest the budget allows (more than the workers, whose
-    slots hold a chunk each, so that copies overlap kernels). A one-line BenchError when the budget does not hold the
-    model and, per worker, the longest document."""
+    slots hold a chunk each, so that copies overlap kernels). A one-line BenchError when
+    the budget does not hold the model and, per worker, the longest document."""
     if budget_gib == 0:
         return chunks or 1, True
     budget = int(budget_gib * GIB)

@@ -85,6 +85,11 @@ class Workload:
     def pdow(self) -> np.ndarray:
         return model.pdow_order(self.layout)
 
+    @cached_property
+    def used_words(self) -> int:
+        """The words of the vocabulary the corpus uses (the floor's reads of B^)."""
+        return int(np.count_nonzero(np.bincount(self.words, minlength=self.vocabulary)))
+
 
 GPUS_AXIS = Axis("gpus", "1", lambda s: parse_ints(s, "gpus", maximum=64),
                  "GPUs sharing the documents, their counts B summed through NCCL every iteration (chunks and the "
@@ -206,10 +211,9 @@ class SaberSuite(Suite):
         vocabulary, topics, tokens, documents = work.vocabulary, work.topics, work.tokens, work.doc_ptr.size - 1
         dense = vocabulary * topics * 4
         structures = vocabulary * (padded(topics) + LEVEL3 + W + 1) * 4 if structure == "tree" else 2 * dense
-        used_words = int(np.count_nonzero(np.bincount(work.words, minlength=vocabulary)))
-        token_reads = (4 if pdow else 3) + 2  # doc_of, word, (by_word,) z read and written, then z and word again
+        token_reads = (4 if pdow else 3) + 2  # doc_of, word, (by_word,) z written; then z and word by the rebuild
         non_zeros = row["final_kd_mean"] * documents
-        footprint = (4 * dense + structures + used_words * topics * 4 + tokens * token_reads * 4
+        footprint = (4 * dense + structures + work.used_words * topics * 4 + tokens * token_reads * 4
                      + non_zeros * 2 * 4 * 2 + documents * 3 * 4)
         return Work(footprint_bytes=footprint, launches=row["launches_per_iteration"], calls=work.iterations)
 
