@@ -12,7 +12,7 @@ theta_d)). The topics come in two kinds:
   words (a random permutation), its head words. Lengths have the real corpus's spread
   (length_cv). With burstiness, a token may instead repeat the word of an earlier token of
   its document (_repeat_words), as words recur in text.
-- the first generator's (the other entries, until their results are measured again): topics
+- the first generator's (wiki-synth and tiny): topics
   are Dirichlet draws of large concentration around one Zipf base over a hidden vocabulary,
   of which the V words with the largest total mass are kept; they share their head words and
   differ in the tail, which leaves little for a model to find. The lengths' spread follows
