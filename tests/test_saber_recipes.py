@@ -287,9 +287,10 @@ def test_table_4_from_the_profile():
 def test_every_claim_computes_on_the_committed_h200_results():
     results = Results(COMMITTED, {s.name: s for s in all_suites()})
     measured = {c.id: c.ours(results) for c in SABER.claims}
-    # the calibration's corpora and tomotopy on a real corpus were not run on the H200
+    # Not run on the H200: the calibration's corpora, delayed-gibbs (DG1, DG2) and, since
+    # clueweb-synth took kos's structure, Figure 12 (SL10)
     calibration = {c.id for c in SABER.claims if c.id.startswith("CAL")}
-    assert {name for name, m in measured.items() if m is None} <= {*calibration, "DG2"}
+    assert {name for name, m in measured.items() if m is None} <= {*calibration, "DG1", "DG2", "SL10"}
     for name, m in measured.items():
         if m is not None:
             claim(name).holds(m.value)  # no rule fails on what its ours computes
