@@ -54,6 +54,7 @@ def render_all(results_root: Path, figures_root: Path, suites: list, warn=print,
             for plot in suite.plots:
                 written += draw_plot(plot, series if plot.series else df, meta, outdir)
             written += suite.render_figures(df, series, meta, outdir)
+            written += floor_figure(df, meta, outdir, suite.name)
         for suite in suites:
             profile_path = machine_dir / f"{suite.name}-profile.csv"
             if profile_path.exists():
@@ -192,6 +193,45 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
                           "roof": rates["bound"].where(counted, "")})
     return [*written, save_text(outdir, f"{csv_path.stem}-roofline.md", run.caption().replace("\n", "; ") +
                                 "\n\n" + table.to_markdown(index=False, disable_numparse=True))]
+
+
+BOUND_COLOURS = {"dram": "C0", "l2": "C1", "fma": "C2", "launch": "C3"}  # bench.ceilings.CEILINGS
+MARKERS = "osD^v<>PXh*"
+FRACTIONS = {1.0: "-", 0.1: "--", 0.01: ":"}  # guides: a point on one runs at that fraction of its floor
+
+
+def floor_figure(df: pd.DataFrame, meta: dict, outdir: Path, name: str) -> list[Path]:
+    """A suite's GPU points against their floors (bench.ceilings), the roofline read in time:
+    each point and variant's measured time (median over repeats) against the least time that
+    the DRAM, L2, FMA and launch ceilings measured in the same run allow its work; colour: the
+    ceiling that binds, marker: the variant. Nothing where no row has a floor."""
+    if "floor_s" not in df:
+        return []
+    rows = df.dropna(subset=["floor_s", "seconds"])
+    rows = rows[rows["floor_s"] > 0]
+    if rows.empty:
+        return []
+    keys = [k for k in key_columns(meta["schema"]) if k in rows]
+    points = (rows.groupby([*keys, "variant", "bound"], dropna=False)[["floor_s", "seconds"]].median()
+              .reset_index())
+    fig = Figure(figsize=(7, 5))
+    ax = fig.add_subplot()
+    ends = np.array([points["floor_s"].min() / 2, points["floor_s"].max() * 2])
+    for fraction, style in FRACTIONS.items():
+        ax.plot(ends, ends / fraction, color="0.4", linestyle=style, linewidth=0.8, label=f"{fraction:g} of the floor")
+    markers = dict(zip(sorted(points["variant"].unique()), MARKERS * len(points)))
+    for (variant, bound), group in points.groupby(["variant", "bound"], dropna=False):
+        ax.scatter(group["floor_s"], group["seconds"], marker=markers[variant], s=14, alpha=0.8,
+                   color=BOUND_COLOURS.get(bound, "0.5"), label=f"{variant} ({bound} bound)")
+    ax.set(xscale="log", yscale="log", xlabel="floor: the least time the ceilings allow (s)",
+           ylabel="measured time (s)", title=f"{name}: every GPU point against its floor")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
+    note = ("Each marker: a point of the sweep and a variant, the median over repeats. Floor: the largest of the "
+            "times its DRAM, L2, FMA and launch ceilings, measured in the same run, allow the work the suite counts "
+            "for it (bench.ceilings); on the solid line it runs at its floor, below it it beats a ceiling (a count "
+            "or a ceiling is wrong).")
+    return save(fig, outdir, f"{name}-floors", caption(meta, rows) + "\n" + note)
 
 
 def per_setting(df: pd.DataFrame, keys, always=()):

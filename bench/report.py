@@ -148,8 +148,9 @@ def _runs(results: Results, name: str) -> list[str]:
     return lines
 
 
-def _ceilings(results: Results, suite) -> list[str]:
-    """Each GPU kernel's fraction of its floor (bench.ceilings), and the points where a kernel
+def _ceilings(results: Results, suite, figures_dir: Path, link_root: Path) -> list[str]:
+    """Each GPU kernel's fraction of its floor (bench.ceilings), the figure of every point
+    against its floor (bench.figures.floor_figure) where drawn, and the points where a kernel
     beat its floor (a count or a ceiling is wrong there)."""
     df = results.frame(suite.name) if suite.states_work else pd.DataFrame()
     if df.empty:
@@ -163,6 +164,8 @@ def _ceilings(results: Results, suite) -> list[str]:
              "the FMA peak and its launches times the launch spacing, every call, each ceiling measured in the same "
              "process (bench.ceilings). floor_frac is the floor over the time measured, median over the repeats of "
              "each point:", "", table, ""]
+    figure = [p for p in _files(figures_dir, (f"{suite.name}-floors",)) if p.suffix == ".png"]
+    lines += [f"![{p.stem}]({(link_root / p.name).as_posix()})" for p in figure] + ([""] if figure else [])
     if above:
         lines += ["Above the floor, so a count or a ceiling is wrong at these points:", "", above, ""]
     return lines
@@ -202,7 +205,7 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
                 lines += [f"`{table.name}`:", "", table.read_text().strip(), ""]
             if recipe.figures and not files:
                 lines += ["No figures here (`bench reproduce " + f"{suite.name}:{recipe.name}` draws them).", ""]
-        lines += _ceilings(results, suite)
+        lines += _ceilings(results, suite, figures_dir, link_root)
         table, causes = _claims(suite, results)
         if table:
             lines += ["### The paper's claims beside ours", "", *table, ""]

@@ -117,3 +117,20 @@ def test_the_report_shows_the_floors_and_the_points_above_them(tmp_path):
     text = render(tmp_path, tmp_path / "figures", [suite])
     section = text[text.index("### Against the ceilings"):]
     assert "| strip" in section and "Above the floor" in section and "1024" in section.split("Above the floor")[1]
+    assert "sumrv-floors" not in section  # not drawn here
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "sumrv-floors.png").touch()
+    section = render(tmp_path, tmp_path / "figures", [suite]).split("### Against the ceilings")[1]
+    assert "![sumrv-floors](figures/sumrv-floors.png)" in section
+
+
+def test_a_suite_with_floors_gets_the_floor_figure_and_one_without_none(tmp_path):
+    from bench.figures import floor_figure
+
+    schema = results.schema_for(get_suite("sumrv"))
+    rows = _rows(schema, 3).assign(seconds=[2e-3, 3e-3, 4e-3], floor_s=1e-3, timestamp="2026-11-27T00:00:00+00:00")
+    meta = {"schema": schema, "runs": {}, "machine": "m"}
+    paths = floor_figure(rows, meta, tmp_path, "sumrv")
+    assert [p.name for p in paths] == ["sumrv-floors.png", "sumrv-floors.pdf"] and all(p.exists() for p in paths)
+    assert floor_figure(rows.assign(floor_s=float("nan")), meta, tmp_path / "none", "sumrv") == []  # CPU rows
+    assert floor_figure(rows.drop(columns="floor_s"), meta, tmp_path / "none", "sumrv") == []  # older results
