@@ -20,7 +20,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CODE_DIRS = ("bench", "impls")
-CODE_PATTERNS = ("*.py", "*.cu", "*.cuh")
+CODE_PATTERNS = ("*.py", "*.cu", "*.cuh", "catalogue.toml")  # the catalogue defines the synthetic corpora
 # What a suite reproduces and claims, not how it measures: editing a claim's words or a
 # recipe's sizes leaves its results current.
 DECLARATIONS = ("recipes.py",)

@@ -197,14 +197,15 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
 
 BOUND_COLOURS = {"dram": "C0", "l2": "C1", "fma": "C2", "launch": "C3"}  # bench.ceilings.CEILINGS
 MARKERS = "osD^v<>PXh*"
-FRACTIONS = {1.0: "-", 0.1: "--", 0.01: ":"}  # guides: a point on one runs at that fraction of its floor
+GUIDES = {"at the floor": (1, "-"), "10x the floor": (10, "--"), "100x the floor": (100, ":")}
 
 
 def floor_figure(df: pd.DataFrame, meta: dict, outdir: Path, name: str) -> list[Path]:
     """A suite's GPU points against their floors (bench.ceilings), the roofline read in time:
     each point and variant's measured time (median over repeats) against the least time that
     the DRAM, L2, FMA and launch ceilings measured in the same run allow its work; colour: the
-    ceiling that binds, marker: the variant. Nothing where no row has a floor."""
+    ceiling that binds (the most common over the repeats), marker: the variant. Nothing where no
+    row has a floor."""
     if "floor_s" not in df:
         return []
     rows = df.dropna(subset=["floor_s", "seconds"])
@@ -212,13 +213,14 @@ def floor_figure(df: pd.DataFrame, meta: dict, outdir: Path, name: str) -> list[
     if rows.empty:
         return []
     keys = [k for k in key_columns(meta["schema"]) if k in rows]
-    points = (rows.groupby([*keys, "variant", "bound"], dropna=False)[["floor_s", "seconds"]].median()
-              .reset_index())
+    grouped = rows.groupby([*keys, "variant"], dropna=False)
+    points = grouped[["floor_s", "seconds"]].median().join(grouped["bound"].agg(lambda b: b.mode().iloc[0]))
+    points = points.reset_index()
     fig = Figure(figsize=(7, 5))
     ax = fig.add_subplot()
     ends = np.array([points["floor_s"].min() / 2, points["floor_s"].max() * 2])
-    for fraction, style in FRACTIONS.items():
-        ax.plot(ends, ends / fraction, color="0.4", linestyle=style, linewidth=0.8, label=f"{fraction:g} of the floor")
+    for label, (times, style) in GUIDES.items():
+        ax.plot(ends, ends * times, color="0.4", linestyle=style, linewidth=0.8, label=label)
     markers = dict(zip(sorted(points["variant"].unique()), MARKERS * len(points)))
     for (variant, bound), group in points.groupby(["variant", "bound"], dropna=False):
         ax.scatter(group["floor_s"], group["seconds"], marker=markers[variant], s=14, alpha=0.8,

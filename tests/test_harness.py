@@ -111,7 +111,10 @@ def test_code_version_is_per_suite(tmp_path, monkeypatch):
     (tmp_path / "impls/lda/notes.txt").write_text("not code")
     assert envinfo.code_version(("impls/lda",)) == first
     (tmp_path / "bench/a.py").write_text("x = 3\n")
-    assert envinfo.code_version(("impls/lda",)) != first  # the harness' change
+    second = envinfo.code_version(("impls/lda",))
+    assert second != first  # the harness' change
+    (tmp_path / "bench/catalogue.toml").write_text("[tiny]\n")
+    assert envinfo.code_version(("impls/lda",)) != second  # the corpora's definitions
 
 
 def test_rerun_resumes_adds_missing_repeats_and_remeasures_other_warmup(tmp_path):

@@ -3,7 +3,8 @@
 RECIPES: SaberLDA's figures and tables and the sweeps of `saber` and `saber-fit` that
 feed them, sized per profile: cpu (`make figures` on a 2-core CPU: synthetic corpora
 only, the numba twins; about a minute and a half), quick (one H100 or H200, every
-recipe but Figure 12 in about 4 minutes: small synthetic corpora and kos), paper (the
+recipe but Figure 12 in minutes: small synthetic corpora, kos and nips, and
+nytimes-synth at full size for the calibration), paper (the
 paper's: 100 iterations, full-size corpora where the GPU holds them, its K grids).
 CLAIMS: the paper's statements beside ours, computed from a machine's results (GPU
 rows for the timings: the CPU twins time nothing the paper measured; convergence from
@@ -113,10 +114,10 @@ RECIPES = (
                      paper=size(scale=0.1, iterations=300, eval_every=10)),
            ),
            note="One evaluator for every system (impls/saber/heldout.py). In the paper profile tomotopy trains "
-                "nytimes-synth at a tenth (300 iterations, beside every GPU system) and pubmed-synth at a tenth: on "
-                "the host's cores it would take hours at full size, where the GPU systems train alone; esca-cpu only "
-                "on kos and nips for the same reason; quick: kos and small synthetic corpora, 50 iterations. "
-                "tomotopy is skipped where it is not installed."),
+                "nytimes-synth at a tenth (300 iterations, beside every GPU system; at full size the GPU systems "
+                "train alone) and pubmed-synth at a tenth with every system: on the host's cores it would take "
+                "hours at full size; esca-cpu only on kos and nips for the same reason; quick: kos and small "
+                "synthetic corpora, 50 iterations. tomotopy is skipped where it is not installed."),
     Recipe("fig12", "Figure 12: a corpus beyond the GPU, clueweb-synth (2 billion tokens), K = 5000 and 10,000, "
            "streamed", figures=("fig12-loglik-vs-time",), sweeps=(
                Sweep("saber-fit", {"dataset": "clueweb-synth", "K": "5000,10000", "chunks": "10", "workers": "4"},
@@ -443,12 +444,11 @@ CALIBRATED = {"mean_length": "mean length", "length_cv": "length spread", "zipf_
               "tokens_per_pair": "tokens a (document, word)", "heldout_gap": "held-out gap", "topic_js": "topic JS",
               "final_topics_per_document": "topics a document"}
 # A large corpus takes the structure of a small one at its own size: held to the corpus it imitates in
-# what does not grow with size, to the published counts of the real corpus whose size it takes in what
-# does; its Zipf exponent (fitted over a tenth of its vocabulary) and the topics its longer documents
-# keep are shown beside, not held to either.
+# what does not grow with size, and to UCI's count of distinct (document, word) pairs of the real corpus
+# whose size it takes (its mean length is that corpus's by construction); its Zipf exponent (fitted over
+# a tenth of its vocabulary) and the topics its longer documents keep are shown beside, held to neither.
 STRUCTURE = ("length_cv", "heldout_gap", "topic_js")
-PUBLISHED = {"mean_length": lambda item: item["tokens"] / item["documents"],
-             "tokens_per_pair": lambda item: item["tokens"] / item["nnz"]}
+PUBLISHED = {"tokens_per_pair": lambda item: item["tokens"] / item["nnz"]}
 SHOWN = ("zipf_exponent", "final_topics_per_document")
 CALIBRATION_TOLERANCE = 0.25
 
@@ -458,6 +458,8 @@ def _calibration(synthetic: str, imitated: str, sized_as: str | None):
     every statistic of the synthetic corpus over the same of the imitated one (or, for one of
     another size, over the published count of the real corpus whose size it takes)."""
     same_size = sized_as == imitated
+    published = {} if same_size or sized_as is None else {
+        column: count(catalogue()[sized_as]) for column, count in PUBLISHED.items()}
 
     def ours(results) -> Measured | None:
         df = results.frame("saber-fit")
@@ -471,10 +473,7 @@ def _calibration(synthetic: str, imitated: str, sized_as: str | None):
                 continue
             ours_, theirs = by.loc[synthetic], by.loc[imitated]
             held = list(CALIBRATED) if same_size else list(STRUCTURE)
-            reference = {column: theirs[column] for column in held}
-            if not same_size and sized_as is not None:
-                published = catalogue()[sized_as]
-                reference |= {column: count(published) for column, count in PUBLISHED.items()}
+            reference = {column: theirs[column] for column in held} | published
             ratios += [ours_[column] / value for column, value in reference.items()]
             text = ", ".join(f"{CALIBRATED[column]} {_number(value)} / {_number(ours_[column])}"
                              for column, value in reference.items())
@@ -484,21 +483,24 @@ def _calibration(synthetic: str, imitated: str, sized_as: str | None):
             texts.append(f"K = {_k(k)}, {iterations} iterations of {variant}: {text}")
         if not texts:
             return None
-        against = imitated if same_size or sized_as is None else f"{imitated} ({sized_as}'s published counts)"
+        against = imitated if not published else f"{imitated} ({sized_as}'s published counts)"
         return Measured(ratios, f"{against} / {synthetic}: " + "; ".join(texts))
 
     return ours
 
 
 def _calibration_claims() -> tuple[Claim, ...]:
-    """A claim for every synthetic corpus that imitates a real one (datasets/catalogue.toml)."""
+    """A claim for every synthetic corpus that the calibration recipe measures beside the real
+    corpus it imitates (datasets/catalogue.toml), those of their real corpus's size first."""
     entries = catalogue()
+    (recipe,) = [r for r in RECIPES if r.name == "calibration"]
+    measured = {name for sweep in recipe.sweeps for name in sweep.axes["dataset"].split(",")}
     claims = []
-    for name, item in entries.items():
-        if "imitates" not in item:
-            continue
-        imitated = item["imitates"]
-        sized_as = name.removesuffix("-synth") if entries.get(name.removesuffix("-synth"), {}).get("nnz") else None
+    for name in sorted((n for n in measured if "imitates" in entries[n]),
+                       key=lambda n: (entries[n]["imitates"] != n.removesuffix("-synth"), n)):
+        imitated = entries[name]["imitates"]
+        real = entries.get(name.removesuffix("-synth"), {})
+        sized_as = name.removesuffix("-synth") if {"tokens", "nnz"} <= set(real) else None
         same_size = sized_as == imitated
         rule = ("each statistic of the synthetic corpus within 25% of the real corpus's, trained alike: mean and "
                 "spread of document lengths, Zipf exponent, tokens per distinct word of a document, held-out gain "
@@ -506,7 +508,7 @@ def _calibration_claims() -> tuple[Claim, ...]:
                 "training document keeps" if same_size else
                 f"within 25%, trained alike: the spread of document lengths, held-out gain from a random start and "
                 f"mean Jensen-Shannon divergence between trained topics of {imitated}"
-                + (f"; the mean length and tokens per distinct word of a document that UCI publishes for {sized_as}"
+                + (f"; the tokens per distinct word of a document that UCI's counts give for {sized_as}"
                    if sized_as else ""))
         what = (f"{name}, generated, has the structure of {imitated}: its text and what a model finds in it"
                 if same_size else f"{name}, generated at its own size, has the structure of {imitated}")
@@ -858,9 +860,8 @@ CLAIMS = (
           why="ESCA (the paper's Eq. 1) samples each token from (A_dk + alpha) B^_vk with A and B^ of the last "
               "iteration, the token's own topic counted in both, where collapsed Gibbs leaves it out; with "
               "alpha = 50/K small a token's own count outweighs the prior, so topics stick, the more so where the "
-              "corpus's topics are close to each other (the synthetic corpora: a large Dirichlet concentration "
-              "around one Zipf base). The cause is the algorithm, not the kernels: G4 draws its CPU twin's topics, "
-              "and leaving the own topic out (delayed-gibbs) turns the fall into a rise.", recipe="fig11"),
+              "corpus's topics are close to each other. The cause is the algorithm, not the kernels: G4 draws its "
+              "CPU twin's topics, and leaving the own topic out (delayed-gibbs) ends higher.", recipe="fig11"),
     Claim("DG1", "(our target, not the paper's) ESCA with each token's own topic left out (delayed-gibbs) "
           "converges no worse than collapsed Gibbs", _gaps("delayed-gibbs"),
           holds=lambda gaps: bool(gaps) and all(g >= -0.01 for g in gaps),
