@@ -6,6 +6,7 @@ backend; PNG goes through Agg) and hand them to save().
 
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 from dataclasses import dataclass
@@ -221,7 +222,7 @@ def floor_figure(df: pd.DataFrame, meta: dict, outdir: Path, name: str) -> list[
     ends = np.array([points["floor_s"].min() / 2, points["floor_s"].max() * 2])
     for label, (times, style) in GUIDES.items():
         ax.plot(ends, ends * times, color="0.4", linestyle=style, linewidth=0.8, label=label)
-    markers = dict(zip(sorted(points["variant"].unique()), MARKERS * len(points)))
+    markers = dict(zip(sorted(points["variant"].unique()), itertools.cycle(MARKERS)))
     for (variant, bound), group in points.groupby(["variant", "bound"], dropna=False):
         ax.scatter(group["floor_s"], group["seconds"], marker=markers[variant], s=14, alpha=0.8,
                    color=BOUND_COLOURS.get(bound, "0.5"), label=f"{variant} ({bound} bound)")

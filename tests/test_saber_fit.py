@@ -183,16 +183,14 @@ def _recoverable_gain(name: str, documents: int) -> float:
     from dataclasses import replace
 
     from bench.corpus.synth import generate
-    from impls.saber import model
 
     t = targets(entry(name))
     t = replace(t, documents=documents, tokens=round(documents * t.tokens / t.documents))
     corpus = generate(name, t, seed=0)
     held = heldout.split(corpus)
     evaluation, rows = heldout.compact(held)
-    topics = heldout.log_likelihood(evaluation, corpus.true_phi[rows], float(model.alpha_of(t.topics)))
     frequencies = corpus.true_phi @ np.average(corpus.true_theta, axis=0, weights=corpus.lengths)
-    return topics - heldout.log_likelihood(evaluation, frequencies[rows, None], 0.5)
+    return heldout.generating_phi(evaluation) - heldout.log_likelihood(evaluation, frequencies[rows, None], 0.5)
 
 
 @pytest.mark.parametrize("name", ["nytimes-synth", "pubmed-synth", "clueweb-synth"])

@@ -159,8 +159,7 @@ class SaberFitSuite(Suite):
         evaluation, rows = heldout.compact(held)
         if has_model:
             ceiling = heldout.ceiling(evaluation)
-            true_phi = heldout.log_likelihood(evaluation, corpus.true_phi[rows],
-                                              float(model.alpha_of(corpus.true_phi.shape[1])))
+            true_phi = heldout.generating_phi(evaluation)
         return FitWorkload(train, held, evaluation, rows, ceiling, true_phi, point["eval_every"], alpha,
                            _text_stats(point["dataset"], point["scale"]))
 

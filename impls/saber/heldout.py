@@ -20,6 +20,7 @@ import numpy as np
 
 from bench.backend import to_host
 from bench.corpus import Corpus, HeldOut
+from impls.saber.model import alpha_of
 
 HELDOUT_DOCUMENTS = 1000
 FOLD_IN_ITERATIONS = 50
@@ -101,6 +102,14 @@ def ceiling(held: HeldOut) -> float:
                                 np.ascontiguousarray(evaluated.true_theta, np.float64), evaluated.doc_ptr,
                                 evaluated.words, per_document)
     return _mean(per_document, evaluated.num_tokens)
+
+
+def generating_phi(held: HeldOut) -> float:
+    """The mean under the generating phi (of a synthetic corpus; `compact`'s rows), theta folded
+    in as for every system, under the alpha every system takes at the generating K: what
+    recovering the topics is worth (a reference, not a bound)."""
+    phi = held.evaluated.true_phi
+    return log_likelihood(held, phi, float(alpha_of(phi.shape[1])))
 
 
 @numba.njit(cache=True)

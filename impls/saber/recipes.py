@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.corpus import catalogue, is_synthetic
+from bench.corpus import catalogue, is_synthetic, parse_datasets
 from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from impls.saber import figures
 
@@ -453,13 +453,12 @@ SHOWN = ("zipf_exponent", "final_topics_per_document")
 CALIBRATION_TOLERANCE = 0.25
 
 
-def _calibration(synthetic: str, imitated: str, sized_as: str | None):
+def _calibration(synthetic: str, imitated: str, same_size: bool, published: dict, against: str):
     """ours() of a calibration claim: per (K, iterations, sampler) where both ran at full size,
-    every statistic of the synthetic corpus over the same of the imitated one (or, for one of
-    another size, over the published count of the real corpus whose size it takes)."""
-    same_size = sized_as == imitated
-    published = {} if same_size or sized_as is None else {
-        column: count(catalogue()[sized_as]) for column, count in PUBLISHED.items()}
+    every statistic of the synthetic corpus over the same of the imitated one; for one of
+    another size, its STRUCTURE over the imitated one's and the `published` counts of the real
+    corpus whose size it takes (PUBLISHED), SHOWN beside. `against` names the reference."""
+    held = list(CALIBRATED) if same_size else list(STRUCTURE)
 
     def ours(results) -> Measured | None:
         df = results.frame("saber-fit")
@@ -472,7 +471,6 @@ def _calibration(synthetic: str, imitated: str, sized_as: str | None):
             if not {imitated, synthetic} <= set(by.index):
                 continue
             ours_, theirs = by.loc[synthetic], by.loc[imitated]
-            held = list(CALIBRATED) if same_size else list(STRUCTURE)
             reference = {column: theirs[column] for column in held} | published
             ratios += [ours_[column] / value for column, value in reference.items()]
             text = ", ".join(f"{CALIBRATED[column]} {_number(value)} / {_number(ours_[column])}"
@@ -483,7 +481,6 @@ def _calibration(synthetic: str, imitated: str, sized_as: str | None):
             texts.append(f"K = {_k(k)}, {iterations} iterations of {variant}: {text}")
         if not texts:
             return None
-        against = imitated if not published else f"{imitated} ({sized_as}'s published counts)"
         return Measured(ratios, f"{against} / {synthetic}: " + "; ".join(texts))
 
     return ours
@@ -494,7 +491,7 @@ def _calibration_claims() -> tuple[Claim, ...]:
     corpus it imitates (datasets/catalogue.toml), those of their real corpus's size first."""
     entries = catalogue()
     (recipe,) = [r for r in RECIPES if r.name == "calibration"]
-    measured = {name for sweep in recipe.sweeps for name in sweep.axes["dataset"].split(",")}
+    measured = {name for sweep in recipe.sweeps for name in parse_datasets(sweep.axes["dataset"])}
     claims = []
     for name in sorted((n for n in measured if "imitates" in entries[n]),
                        key=lambda n: (entries[n]["imitates"] != n.removesuffix("-synth"), n)):
@@ -502,6 +499,9 @@ def _calibration_claims() -> tuple[Claim, ...]:
         real = entries.get(name.removesuffix("-synth"), {})
         sized_as = name.removesuffix("-synth") if {"tokens", "nnz"} <= set(real) else None
         same_size = sized_as == imitated
+        published = {} if same_size or sized_as is None else {
+            column: count(real) for column, count in PUBLISHED.items()}
+        against = f"{imitated} ({sized_as}'s published counts)" if published else imitated
         rule = ("each statistic of the synthetic corpus within 25% of the real corpus's, trained alike: mean and "
                 "spread of document lengths, Zipf exponent, tokens per distinct word of a document, held-out gain "
                 "from a random start, mean Jensen-Shannon divergence between trained topics, mean topics a "
@@ -514,7 +514,7 @@ def _calibration_claims() -> tuple[Claim, ...]:
                 if same_size else f"{name}, generated at its own size, has the structure of {imitated}")
         claims.append(Claim(
             f"CAL{name.removesuffix('-synth').upper()}", f"(our target, not the paper's) {what}",
-            _calibration(name, imitated, sized_as),
+            _calibration(name, imitated, same_size, published, against),
             holds=lambda ratios: bool(ratios) and all(abs(r - 1) <= CALIBRATION_TOLERANCE for r in ratios),
             rule=rule, why="the generator's parameters ([NAME.structure] in datasets/catalogue.toml) were calibrated "
                            "at one K and length of training; a statistic of training moves with both.",
