@@ -112,7 +112,9 @@ def generating_phi(held: HeldOut) -> float:
     return log_likelihood(held, phi, float(alpha_of(phi.shape[1])))
 
 
-@numba.njit(cache=True)
+# Reassociation lets the sum vectorize: the evaluation 2.6-2.9x faster at K = 1000-5000, the
+# log-likelihood moved by ~1e-16 of itself (the CPU evaluates every system, GPU ones too).
+@numba.njit(fastmath={"reassoc", "contract"}, cache=True)
 def _dot(x, y):
     total = 0.0
     for k in range(x.size):
