@@ -1,12 +1,15 @@
 """The held-out evaluator and the `saber-fit` suite on the CPU (tomotopy where installed)."""
 
+import functools
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from bench.corpus import Corpus, cached_corpus
 from bench.corpus.entries import entry
-from bench.corpus.synth import targets
+from bench.corpus.synth import generate, targets
 from impls.saber import heldout
 
 
@@ -175,15 +178,12 @@ def test_a_calibrated_corpus_has_topics_to_find_as_its_real_corpus_has(tmp_path)
     assert synthetic["mean_length"] == pytest.approx(real["mean_length"], rel=1e-3)
 
 
+@functools.cache  # kos-synth's, the reference of every large corpus, once
 def _recoverable_gain(name: str, documents: int) -> float:
     """What a model that recovers the generating topics gains over the word frequencies (what a
     random start approaches; those the generator draws from, so that a small cut of a large
     vocabulary does not count its unseen words) on the held-out documents of `documents`
     documents of a calibrated corpus at its full vocabulary: the evaluator on both, no training."""
-    from dataclasses import replace
-
-    from bench.corpus.synth import generate
-
     t = targets(entry(name))
     t = replace(t, documents=documents, tokens=round(documents * t.tokens / t.documents))
     corpus = generate(name, t, seed=0)
