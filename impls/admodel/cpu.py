@@ -60,9 +60,10 @@ def _serial(theta, covariates, y, w, offsets, factors, want_grad):
     return _data_part(theta, covariates, y, w, offsets, factors, 0, y.size, grad, want_grad), grad
 
 
-@numba.njit(parallel=True)  # (parfors cannot be cached)
-def _parallel(theta, covariates, y, w, offsets, factors, want_grad):
-    chunks = numba.get_num_threads()
+@numba.njit(cache=True, parallel=True)
+def _parallel(theta, covariates, y, w, offsets, factors, want_grad, chunks):
+    # chunks is numba.get_num_threads(), asked in Python: called here, it would keep the
+    # function from numba's cache (a dynamic global), and every process would compile it.
     grads = np.zeros((chunks, theta.size if want_grad else 0))
     totals = np.zeros(chunks)
     step = (y.size + chunks - 1) // chunks
@@ -79,9 +80,9 @@ def _parallel(theta, covariates, y, w, offsets, factors, want_grad):
 
 def evaluate(data: Data, theta: np.ndarray, want_grad: bool, parallel: bool = False, psi: float = PSI):
     """(f, gradient or None) at theta, float64."""
-    kernel = _parallel if parallel else _serial
     shape = data.shape
-    total, grad = kernel(theta, data.covariates, data.y, data.w, shape.offsets, shape.factors, want_grad)
+    arguments = (theta, data.covariates, data.y, data.w, shape.offsets, shape.factors, want_grad)
+    total, grad = _parallel(*arguments, numba.get_num_threads()) if parallel else _serial(*arguments)
     f = total + float(np.dot(theta, theta)) / (2 * psi) + prior_constant(theta.size, psi)
     return f, (grad + theta / psi if want_grad else None)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from bench.backend import to_host
 from bench.suite import Defaults, Metric, Suite, Variant
-from impls.admodel import cpu, data, figures, lbfgs
+from impls.admodel import cpu, data, lbfgs
 from impls.admodel.recipes import PAPER
 from impls.admodel.suite import DATASET, LAYOUT, PRECISIONS, SCALE, SOURCES, check_memory, precision_axis
 
@@ -218,6 +218,8 @@ class AdmodelFitSuite(Suite):
                     "converged": int(result.converged), **recovery(work.data, result.x)}
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
+        from impls.admodel import figures  # matplotlib: loaded only to draw
+
         return figures.render_fit(df, series, meta, outdir)
 
 

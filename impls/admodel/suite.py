@@ -21,7 +21,7 @@ from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.ceilings import Work
 from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
-from impls.admodel import cpu, data, figures
+from impls.admodel import cpu, data
 from impls.admodel.data import BYTES_PER_OBSERVATION
 from impls.admodel.recipes import CLAIMS, PAPER, RECIPES
 
@@ -308,6 +308,8 @@ class AdmodelSuite(Suite):
         return ok, "; ".join(details)
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
+        from impls.admodel import figures  # matplotlib: loaded only to draw
+
         return figures.render_evaluations(df, meta, outdir)
 
     def kernel_builds(self) -> list[tuple]:

@@ -10,7 +10,7 @@ from bench.corpus import cached_corpus, catalogue, is_synthetic, parse_datasets
 from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Suite, Variant
-from impls.lda import drawz_cpu, figures, model, verify
+from impls.lda import drawz_cpu, model
 from impls.lda.recipes import CLAIMS, PAPER, RECIPES
 
 WARP_SIZES = (8, 16, 32)
@@ -88,13 +88,19 @@ class DrawzSuite:
         return gpu_warp_skip(point)
 
     def verify_case(self, point: dict, seed: int):
+        from impls.lda import verify  # scipy.stats: loaded only to verify
+
         return verify.make_case(point["K"], point["W"], point["precision"], seed)
 
     def output(self, case, variant: str, device: str):
+        from impls.lda import verify
+
         draw = verify.draw_on_gpu if device == "gpu" else drawz_cpu.draw_z
         return verify.run_variant(case, variant, draw)
 
     def agrees(self, case, got, alpha: float) -> tuple[bool, str]:
+        from impls.lda import verify
+
         return verify.agrees(case, got, alpha)
 
 
@@ -167,6 +173,8 @@ class LdaSuite(DrawzSuite, Suite):
         return values
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
+        from impls.lda import figures  # matplotlib: loaded only to draw
+
         return figures.render_figures(df, meta, outdir)
 
 

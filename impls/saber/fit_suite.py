@@ -28,7 +28,7 @@ from bench.specs import parse_ints
 from bench.timing import RunContext
 from impls.lda import model as lda_model
 from impls.lda import model_gpu as lda_gpu
-from impls.saber import figures, heldout, model, stream
+from impls.saber import heldout, model, stream
 from impls.saber.suite import PAPER, SEED, SaberSuite, Workload, iterate
 
 SABER_AXES = {axis.name: axis for axis in SaberSuite.axes}
@@ -193,6 +193,8 @@ class SaberFitSuite(Suite):
         return {"tokens_per_s": work.train.tokens * work.train.iterations / row["seconds"]}
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
+        from impls.saber import figures  # matplotlib: loaded only to draw
+
         return figures.render_fit(df, series, meta, outdir)
 
 

@@ -199,8 +199,8 @@ def alias_draw(v, u2, total_v, probability, alias, unused) -> int:
 E_STEP_BLOCK = 4096  # tokens a thread draws with one pair of scratch buffers
 
 
-@numba.njit(parallel=True)
-def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, dense_draw, s4, s3, s2, seed, iteration,
+@numba.njit(cache=True, parallel=True)
+def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, tree, s4, s3, s2, seed, iteration,
             own_topics, denominators, z):
     # Every core takes blocks of tokens: A and B^ are read-only in the E-step and each
     # token's uniforms are its own, so the topics do not depend on who draws them.
@@ -220,7 +220,7 @@ def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, dens
                             own, bhat_own)
             if k < 0:
                 k = tree_draw_without_own(v, u2, mass, s4, s3, s2, own, bhat[v, own] - bhat_own) if without_own \
-                    else dense_draw(v, u2, mass, s4, s3, s2)
+                    else tree_draw(v, u2, mass, s4, s3, s2) if tree else alias_draw(v, u2, mass, s4, s3, s2)
             z[t] = k
 
 
@@ -242,7 +242,7 @@ def e_step(order: np.ndarray, doc_of: np.ndarray, words: np.ndarray, counts: Cou
         check_without_own(structures.kind)
         denominators = counts.topic_totals.astype(np.float32) + np.float32(bhat.shape[0]) * BETA  # as b_hat's
     _e_step(order, doc_of, words, counts.a_ptr, counts.a_idx, counts.a_val, bhat, alpha_of(bhat.shape[1]),
-            structures.totals, tree_draw if structures.kind == "tree" else alias_draw, structures.level4,
+            structures.totals, structures.kind == "tree", structures.level4,
             structures.level3, structures.level2, np.uint32(seed), np.uint32(iteration), own_topics, denominators, z)
     return z
 

@@ -169,7 +169,7 @@ RECIPES = (
          Sweep("saber", {"dataset": "nytimes-synth"}, variants=("G3", "G4"),
                ci_gpu=size(scale=0.1, K=1000, iterations=10, repeats=3, warmup=1)),
          Sweep("saber-fit", {"dataset": "nytimes-synth", "chunks": "4"}, variants=("esca-cpu", "delayed-gibbs-cpu"),
-               ci_cpu=size(scale=0.002, K=100, iterations=10, eval_every=10, repeats=3, warmup=1)),
+               ci_cpu=size(scale=0.001, K=100, iterations=5, eval_every=5, repeats=3, warmup=1)),
          # At a tenth of nytimes-synth, as above: at 1/100 an iteration of G4 was ~3 ms of
          # launches from host threads, and its time moved by 22% between processes.
          Sweep("saber-fit", {"dataset": "nytimes-synth"}, variants=("G4", "delayed-gibbs", "dense-gpu"),

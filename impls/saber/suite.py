@@ -22,7 +22,7 @@ from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
-from impls.saber import figures, gpu, model, stream
+from impls.saber import gpu, model, stream
 from impls.saber.recipes import CLAIMS, RECIPES
 from impls.saber.structures import LEVEL3, MAX_TOPICS, W, padded
 
@@ -218,6 +218,8 @@ class SaberSuite(Suite):
         return Work(footprint_bytes=footprint, launches=row["launches_per_iteration"], calls=work.iterations)
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
+        from impls.saber import figures  # matplotlib: loaded only to draw
+
         return figures.render_figures(df, meta, outdir)
 
     def kernel_builds(self) -> list[tuple]:

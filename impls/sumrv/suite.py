@@ -12,7 +12,7 @@ import numpy as np
 from bench.ceilings import Work
 from bench.specs import parse_choices, parse_ints
 from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
-from impls.sumrv import cpu, figures, gpu
+from impls.sumrv import cpu, gpu
 from impls.sumrv.recipes import CLAIMS, RECIPES
 
 PRECISIONS = {"f32": np.float32, "f64": np.float64}
@@ -357,6 +357,8 @@ class SumrvSuite(Suite):
         return error <= bound, f"max relative error {error:.2g} {'<=' if error <= bound else '>'} {bound:.2g}"
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
+        from impls.sumrv import figures  # matplotlib: loaded only to draw
+
         return figures.render_figures(df, meta, outdir)
 
     def kernel_builds(self) -> list[tuple]:
