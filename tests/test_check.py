@@ -173,6 +173,24 @@ def test_a_disturbed_run_does_not_make_a_regression():
     assert verdicts(compare(slower, base, SCHEMA))[(32, "alg4", "alg1")] == "SLOWER"
 
 
+def test_a_slow_mode_held_by_whole_processes_is_not_a_regression():
+    """alg4 1.65x slower in some processes, all of whose repeats share it (the CPU's emulated
+    warps): the new side's four processes all slow, the baseline's one of four fast. Its
+    least disturbed run moves by 65% and its repeats differ significantly, but its processes
+    do not: SAME. Every process twice as slow is SLOWER."""
+    def runs(prefix, modes, factor=1.0):
+        return pd.concat([results({"alg4": 0.6 * mode * factor}, seed=ord(prefix) * 100 + i, run_id=f"{prefix}{i}",
+                                  noise=0.03) for i, mode in enumerate(modes)])
+
+    base = runs("b", (1.0, 1.65, 1.65, 1.65))
+    unchanged = compare(runs("n", (1.65, 1.65, 1.65, 1.65)), base, SCHEMA, threshold=0.6, metrics=["seconds"])
+    alg4 = unchanged[unchanged["variant"] == "alg4"]
+    assert (alg4["change"] > 1.6).all() and (alg4["n_new"] == 4).all()
+    assert set(unchanged["verdict"]) == {"SAME"}
+    slower = compare(runs("n", (1.0, 1.65, 1.65, 1.65), factor=2), base, SCHEMA, threshold=0.6, metrics=["seconds"])
+    assert set(slower.loc[slower["variant"] == "alg4", "verdict"]) == {"SLOWER"}
+
+
 def test_disjoint_files_and_other_axes_are_bad_input():
     base = results({"alg4": 0.6}, seed=1, Ks=(32,))
     new = results({"alg4": 0.6}, seed=2, Ks=(64,))
