@@ -188,7 +188,7 @@ def test_sweeps_of_both_suites_render_their_tables_and_figures(tmp_path):
     from impls.admodel.fit_suite import SUITE as FIT
 
     machine = tmp_path / "results" / "cpu-test"
-    settings = harness.Settings(repeats=2, warmup=1, out_dir=machine)
+    settings = harness.Settings(repeats=1, warmup=0, out_dir=machine)
     assert harness.sweep(harness.plan(SUITE, {"scale": str(SCALE), "dataset": "sim"}, "cpu"), settings) == 0
     assert harness.sweep(harness.plan(FIT, {"scale": str(SCALE)}, "cpu"), settings) == 0
     written = render_all(tmp_path / "results", tmp_path / "figures", [SUITE, FIT])
