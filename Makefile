@@ -9,11 +9,10 @@ BENCH := $(BIN)/bench
 # CI_RUNS alternating pairs of one-thread processes and compared by `bench check`: times as
 # ratios over each suite's reference measured in the same repeat, the reference over the
 # calibration measured in the same repeat (a slower reference or everything slower at once),
-# quality metrics by their tolerance. On the 2-core CI machines the emulated warps of alg4/alg7
-# run in a fast or a slow mode that is fixed for a whole process (up to 1.65x apart), so bench
-# check takes the least disturbed run of each point. The thresholds are 60%, not the 10%
-# default: under load one point of 5 processes moved by 45%, and CI must never flake; twice as
-# slow moves a ratio by 80-100%.
+# quality metrics by their tolerance. A shared machine disturbs whole processes, so bench check
+# takes the least disturbed run of each point and tests runs, not repeats. The thresholds are
+# 60%, not the 10% default: under load one point of 5 processes moved by 45%, and CI must never
+# flake; twice as slow moves a ratio by 80-100%.
 CI_MACHINE ?= cpu-amd-epyc-2c
 CI_BASELINE := results/$(CI_MACHINE)/ci
 CI_RUNS := 4

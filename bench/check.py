@@ -15,8 +15,9 @@ the median over the repeats of its least disturbed run. A time change is a
 regression only when it is both beyond the threshold and significant (two-sided Mann-Whitney U,
 asv's rule) on the runs' medians where each side has runs enough for the test to reach alpha
 (4 a side at 0.05), else on the repeats of all runs: a process is what a shared machine
-disturbs, and its repeats share its fortune (on the 2-core CI machines a fast or a slow mode
-of alg4/alg7 held for a whole process), so they are not samples of their own. Where the
+disturbs, and its repeats share its fortune (on the 2-core CI machines the emulated warps of
+alg4/alg7 ran 1.6-1.8x apart by where a process had put their scratch), so they are not
+samples of their own. Where the
 samples are too few for the test ever to reach alpha (3 repeats a side: p >= 0.1), the
 threshold alone decides (asv's fallback), and the p column says so. Points and variants in the
 baseline that are missing from the new file are regressions too, unless allowed.

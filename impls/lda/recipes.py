@@ -111,9 +111,13 @@ RECIPES = (
         figures=("lda-kernels-profile-stalls",),
         note=f"Its counters (achieved occupancy, spills, memory waits) come from {PROFILE_REGISTERS}. Not in the "
              "quick profile: generating nytimes-synth (about 100M tokens) alone takes most of its budget."),
-    gate(Sweep("lda", {"dataset": "wiki-synth", "precision": "f32,f64"}, variants=("alg1", "alg4", "alg7"),
+    # On the CPU, Algorithm 1 alone: the emulated warps of Algorithms 4 and 7 run 1.6-1.8x apart
+    # by where the allocator puts their scratch (in one process, allocations made between two
+    # calls moved alg4 between 4.6 and 8.4 times alg1's time at K = 800, f32, on a 2-core EPYC),
+    # a lottery that four processes a side cannot tell from a regression.
+    gate(Sweep("lda", {"dataset": "wiki-synth", "precision": "f32,f64"}, variants=("alg1",),
                ci_cpu=size(scale=0.005, K="96,320,800", iterations=2, repeats=3, warmup=1)),
-         Sweep("lda-kernels", {"dataset": "wiki-synth", "precision": "f32,f64"}, variants=("alg1", "alg4", "alg7"),
+         Sweep("lda-kernels", {"dataset": "wiki-synth", "precision": "f32,f64"}, variants=("alg1",),
                ci_cpu=size(scale=0.005, K="96,800", repeats=3, warmup=1)),
          Sweep("lda", {"dataset": "wiki-synth", "precision": "f32"}, variants=LDA_VARIANTS,
                ci_gpu=size(K="1024", iterations=2, repeats=5, warmup=1)),
