@@ -112,6 +112,8 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.measured or args.kernel):
         parser.error("--kernel is needed to measure the slowdowns")
+    if not any(recipe.name == "ci" for recipe in get_suite(args.suite).recipes):
+        parser.error(f"suite {args.suite} declares no gate (a ci recipe): name the suite whose gate measures it")
     thresholds = [(float(t), args.calibration_threshold or float(t)) for t in args.thresholds.split(",")]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-detection-"))
