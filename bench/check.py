@@ -67,18 +67,19 @@ def _paired(df: pd.DataFrame, keys: list[str], metric: str, reference: str) -> p
     return long.drop(columns=["group", "repeat"])
 
 
-def _samples(base: pd.DataFrame, new: pd.DataFrame, alpha: float) -> tuple[pd.Series, pd.Series]:
-    """What the test compares: each run's median ratio where both sides have runs enough for
-    the test to reach alpha, else every repeat's ratio (see the module doc)."""
-    runs = tuple(values.groupby("run_id")["ratio"].median() for values in (base, new))
-    if _smallest_p(len(runs[0]), len(runs[1])) < alpha:
-        return runs
+def _run_medians(values: pd.DataFrame) -> pd.Series:
+    """Each run's median ratio; the smallest is the least disturbed run, the one that other
+    load slowed least."""
+    return values.groupby("run_id")["ratio"].median()
+
+
+def _samples(base: pd.DataFrame, new: pd.DataFrame, base_runs: pd.Series, new_runs: pd.Series,
+             alpha: float) -> tuple[pd.Series, pd.Series]:
+    """What the test compares: the runs' medians where both sides have runs enough for the
+    test to reach alpha, else every repeat's ratio (see the module doc)."""
+    if _smallest_p(len(base_runs), len(new_runs)) < alpha:
+        return base_runs, new_runs
     return base["ratio"], new["ratio"]
-
-
-def _least_disturbed(values: pd.DataFrame) -> float:
-    """The smallest per-run median ratio: the run that other load slowed least."""
-    return values.groupby("run_id")["ratio"].median().min()
 
 
 def _verdict(change: float, p_value: float, threshold: float, alpha: float, better: str, unit: str) -> str:
@@ -140,7 +141,8 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
             if new_values is None:
                 rows.append({**row, "verdict": "MISSING", "n_new": 0})
                 continue
-            base_sample, new_sample = _samples(base_values, new_values, alpha)
+            base_runs, new_runs = _run_medians(base_values), _run_medians(new_values)
+            base_sample, new_sample = _samples(base_values, new_values, base_runs, new_runs, alpha)
             p_value = _p(base_sample, new_sample)
             if role["gate"] == "tolerance":
                 # Quality: worse by more than the tolerance, relative to the baseline's size.
@@ -150,7 +152,7 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
                 verdict = ("WORSE" if step < -role["tolerance"] * abs(base_ratio) else
                            "BETTER" if step > role["tolerance"] * abs(base_ratio) else "SAME")
             else:
-                base_ratio, new_ratio = _least_disturbed(base_values), _least_disturbed(new_values)
+                base_ratio, new_ratio = base_runs.min(), new_runs.min()  # the least disturbed runs
                 change = new_ratio / base_ratio
                 calibrated = point["against"] == CALIBRATION
                 if _smallest_p(len(base_sample), len(new_sample)) >= alpha:
