@@ -190,10 +190,16 @@ def _gpu_monitor(backend: str):
     return ClockMonitor()
 
 
+# Set in the environment of the `bench run` that bench profile runs under ncu: it measures no
+# ceilings (ncu serialises launches, so no launch latency can be measured; profile measures them apart).
+PROFILED = "BENCH_PROFILED"
+
+
 def _limits(suite: Suite, backend: str) -> dict:
     """The ceilings a GPU row's floor is computed from, measured once in this process
-    (bench.peaks, cached); {} where the suite states no work or there is no GPU."""
-    if backend != "gpu" or not suite.states_work:
+    (bench.peaks, cached); {} where the suite states no work, there is no GPU, or the
+    process runs under bench profile's ncu."""
+    if backend != "gpu" or not suite.states_work or os.environ.get(PROFILED):
         return {}
     from bench import peaks
 

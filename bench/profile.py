@@ -12,6 +12,7 @@ the roofline figure draws the kernels against.
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -151,7 +152,8 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
                                       run_command(suite.name, point, variant))
                 commands.append(" ".join(command))
                 echo(f"profiling {variant} at {where}")
-                done = subprocess.run(command, capture_output=True, text=True)
+                done = subprocess.run(command, capture_output=True, text=True,
+                                      env={**os.environ, harness.PROFILED: "1"})
                 if done.returncode != 0 or not report.exists():
                     tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
                     raise BenchError(f"ncu failed on {variant} (exit {done.returncode}): {' | '.join(tail)}")

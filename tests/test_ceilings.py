@@ -38,8 +38,10 @@ def test_the_dense_draw_counts_rows_of_the_documents_and_words_that_occur():
     assert counts == {"tokens": 8, "docs": 3, "words": 3, "runs": 5}  # w1 w1 span two documents: two runs
     work = draw_work(counts, K=16, itemsize=4, precision="f32", variant="warpscan")
     assert work.footprint_bytes == (3 + 3) * 16 * 4 + 8 * (4 + 4 + 4) + 4 * 8
-    assert (work.fma, work.launches, work.calls) == (8 * 16, 1, 1)  # a distribution a token
-    assert draw_work(counts, K=16, itemsize=4, precision="f32", variant="pairscan").fma == 5 * 16
+    # A distribution a token, each of its K products and K sums an FMA-pipe instruction.
+    assert (work.fma, work.launches, work.calls) == (2 * 8 * 16, 1, 1)
+    for variant in ("pairscan", "segscan"):  # a distribution a run of a word
+        assert draw_work(counts, K=16, itemsize=4, precision="f32", variant=variant).fma == 2 * 5 * 16
 
 
 def test_suites_that_state_their_work_carry_the_floor_columns():

@@ -115,7 +115,7 @@ def test_truncated_gzip_and_synth_over_a_file(tmp_path):
 def test_verify_reports_every_variant():
     result = bench("verify", "--backend", "cpu", "--k", "1..6", "--warp", "8")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "72 of 72 checks pass (12 points, 6 variants)" in result.stdout
+    assert "84 of 84 checks pass (12 points, 7 variants)" in result.stdout
 
 
 def test_fake_suite_sweep_resume_check_and_figures(tmp_path):

@@ -29,6 +29,18 @@ def test_warpscan_chunks_avoid_a_multiple_of_31():
     assert chunks == {1: 1, 32: 1, 33: 2, 960: 30, 961: 32, 992: 32, 993: 32, 1024: 32, 1953: 63, 1985: 63}
 
 
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_segscan_up_to_its_32_segments_gives_identical_z_and_refuses_more(precision):
+    """segscan's segments are 32 lanes x 16 bytes: K up to 4096 in f32 and 2048 in f64 (a last
+    segment part full, a lane's chunk part past K); one more topic is a one-line error."""
+    largest = 4096 if precision == "f32" else 2048
+    for K in (1025, 1027, largest - 1, largest):
+        report = verify_point(K, 32, precision, seed=2025, num_warps=1, max_length=20, variants=("alg1", "segscan"))
+        assert report["tokens"] > 0 and report["mismatches"] == {"alg1": 0, "segscan": 0}, (K, report)
+    with pytest.raises(ValueError, match=f"segscan holds K <= {largest}"):
+        drawz_cpu.segscan_segments(largest + 1, 4 if precision == "f32" else 8)
+
+
 @pytest.mark.parametrize("K", [1, 5, 31, 32, 33, 100, 1024])
 def test_draws_follow_the_exact_probabilities(K):
     report = verify_point(K, 32, "f32", seed=7)

@@ -28,9 +28,12 @@ K_GROUPS = {
 
 
 def _configs(variant, K):
-    """Every kernel of a variant at K: warpscan's two ways of loading rows, the others' stores."""
-    if variant in drawz_gpu.WARP_PER_DOCUMENT:
+    """Every kernel of a variant at K: warpscan's two ways of loading rows, the others' stores
+    (segscan has one kernel a K)."""
+    if variant in drawz_gpu.TILED:
         return [{"loads": loads} for loads in ("scalar", "vector")]
+    if variant == "segscan":
+        return [{}]
     return [{"storage": s} for s in (("local", "global") if K <= drawz_gpu.KMAX_LOCAL else ("global",))]
 
 
@@ -141,6 +144,22 @@ def test_warpscan_vector_loads_fall_back_on_rows_not_16_byte_aligned(precision):
 
 
 @pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_segscan_beyond_k_1024_matches_the_reference_and_its_twin(precision):
+    """segscan's kernels for 16 and 32 segments (theta read from L1 in the last), which the
+    sweeps up to K = 1024 reach only in f64: dyadic weights give alg1's z, real ones the twin's."""
+    pytest.importorskip("cupy")
+    failures = []
+    for K in ((1100, 2047, 2048, 3001, 4096) if precision == "f32" else (1025, 1500, 2048)):
+        host = dyadic_problem(K, W, precision, np.random.default_rng([11, K]), num_warps=2, max_length=30)
+        if (_draw_gpu("segscan", _to_device(*host)) != _draw_cpu("alg1", *host)).any():
+            failures.append((K, "dyadic"))
+        host = _real_problem(K, precision, seed=12, num_docs=32, max_length=40)
+        if (_draw_gpu("segscan", _to_device(*host)) != _draw_cpu("segscan", *host)).any():
+            failures.append((K, "twin"))
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("precision", ["f32", "f64"])
 def test_a_register_cap_spills_but_draws_the_twins_topics(precision):
     """--maxrregcount moves values to local memory, not the arithmetic: the capped kernels
     (alg4 and alg7 use 150-254 registers uncapped) still draw their twins' topics."""
@@ -166,7 +185,7 @@ def test_gpu_draws_follow_the_exact_probabilities(precision, K):
     host = _real_problem(K, precision, seed=3)
     device = _to_device(*host)
     probabilities = token_probabilities(*host[:4])
-    for variant in ("alg7", "alg4", "alg1"):
+    for variant in ("alg7", "alg4", "alg1", "segscan"):
         z = _draw_gpu(variant, device)
         assert (z >= 0).all() and (z < K).all()
         p = chi_square_p(z, probabilities)
@@ -192,5 +211,8 @@ def test_bad_arguments_are_errors():
     big_phi = cupy.ones((phi.shape[0], 1025), dtype=phi.dtype)
     with pytest.raises(ValueError, match="unknown loads"):
         drawz_gpu.draw_z_gpu("warpscan", doc_ptr, words, theta, phi, u, z, loads="fast")
+    with pytest.raises(ValueError, match="segscan holds K <= 4096"):
+        drawz_gpu.draw_z_gpu("segscan", doc_ptr, words, cupy.ones((theta.shape[0], 4097), dtype=theta.dtype),
+                             cupy.ones((phi.shape[0], 4097), dtype=phi.dtype), u, z)
     with pytest.raises(ValueError, match="storage='local'"):
         drawz_gpu.draw_z_gpu("alg1", doc_ptr, words, big_theta, big_phi, u, z, storage="local")

@@ -124,13 +124,22 @@ def test_iterations(drift, expected):
     assert verdict("iterations", FakeResults({"lda": application(times(1.0))})) is None
 
 
-@pytest.mark.parametrize("fraction, expected", [(1.1, True), (0.5, False)])
-def test_warpscan_floor(fraction, expected):
-    app = application({(p, "warpscan", 1024): 1e-3 for p in ("f32", "f64")}, draw_z_frac=fraction)
-    alone = kernels({(p, "warpscan", 1024, "auto"): 1e-3 for p in ("f32", "f64")}, draw_frac=fraction)
-    measured = CLAIM["warpscan-floor"].ours(FakeResults({"lda": app, "lda-kernels": alone}))
-    assert measured.value == pytest.approx(fraction)
-    assert CLAIM["warpscan-floor"].holds(measured.value) is expected
+@pytest.mark.parametrize("speedup_at_1024, expected", [(2.5, True), (1.5, False)])
+def test_segscan_speed(speedup_at_1024, expected):
+    # segscan 1.2x faster than warpscan below K = 1024 and 0.9x (slower) at K = 64, f32 and f64.
+    times = {}
+    for p in ("f32", "f64"):
+        for K in (32, 64, 256, 1024):
+            times[p, "warpscan", K, "auto"] = 1e-6 * K
+            times[p, "segscan", K, "auto"] = 1e-6 * K / {1024: speedup_at_1024, 64: 0.9}.get(K, 1.2)
+    measured = CLAIM["segscan-speed"].ours(FakeResults({"lda-kernels": kernels(times)}))
+    assert measured.value == pytest.approx(speedup_at_1024)
+    assert CLAIM["segscan-speed"].holds(measured.value) is expected
+    assert "0.90x at 64" in measured.text and "at 32" not in measured.text  # K from 64 only
+    assert "Smallest at any K: 0.90x" in measured.text
+    # Without K = 1024 there is nothing to judge.
+    at_256 = {key: t for key, t in times.items() if key[2] != 1024}
+    assert CLAIM["segscan-speed"].ours(FakeResults({"lda-kernels": kernels(at_256)})) is None
 
 
 @pytest.mark.parametrize("warpscan, expected", [(0.25, True), (2.0, False)])

@@ -368,6 +368,87 @@ def warpscan(doc_ptr, words, theta, phi, u, z, pairs):
             z[t] = result
 
 
+SEGSCAN_MAX_SEGMENTS = 32  # a segment per lane at most: lane s holds segment s's prefix sum
+
+
+def segscan_segments(K, itemsize):
+    """segscan's segments for K: 32 lanes x 16 bytes each (128 topics in f32, 64 in f64);
+    a K beyond SEGSCAN_MAX_SEGMENTS of them is a ValueError."""
+    topics = 32 * (16 // itemsize)
+    segments = -(-K // topics)
+    if segments > SEGSCAN_MAX_SEGMENTS:
+        raise ValueError(f"segscan holds K <= {SEGSCAN_MAX_SEGMENTS * topics} with {itemsize}-byte values "
+                         f"({SEGSCAN_MAX_SEGMENTS} segments of {topics} topics); K = {K}")
+    return segments
+
+
+@njit(cache=True, parallel=True)
+def segscan(doc_ptr, words, theta, phi, u, z, N):
+    """Beyond the paper: one warp of 32 lanes per document, its data in registers.  Rows
+    are read in segments of 32 N topics (N values of 16 bytes a lane: lane l holds topics
+    l N .. l N + N - 1 of each); a lane sums its N products left to right.  Segment totals
+    sum the 32 lanes' sums in the GPU's transposed butterfly tree (lane bit 4 first, then
+    3, .., 0); a warp scan of the totals (zeros past the S segments: lanes below S as in a
+    scan of the first P lanes, P the power of two from S) and a search find the segment, a warp scan of its lane sums plus the segments before find the lane, and the
+    lane adds its products one by one.  Where rounding hides a crossing, the segment's or
+    the lane's last topic.  A token whose word is its predecessor's keeps the sums."""
+    K = theta.shape[1]
+    G = 32 * N
+    S = -(-K // G)
+    for m in prange(doc_ptr.size - 1):
+        sums = np.zeros((S, 32), dtype=theta.dtype)
+        folded = np.empty(32, dtype=theta.dtype)
+        totals = np.zeros(32, dtype=theta.dtype)
+        ends = np.empty(32, dtype=theta.dtype)
+        lane_ends = np.empty(32, dtype=theta.dtype)
+        previous = -1
+        for t in range(doc_ptr[m], doc_ptr[m + 1]):
+            c = words[t]
+            if c != previous:
+                for s in range(S):
+                    for lane in range(32):
+                        acc = theta.dtype.type(0)
+                        for k in range(s * G + lane * N, min(s * G + lane * N + N, K)):
+                            acc += theta[m, k] * phi[c, k]
+                        sums[s, lane] = acc
+                for s in range(S):
+                    folded[:] = sums[s]
+                    width = 32
+                    while width > 1:  # lanes l and l + width/2: lane bit 4 first
+                        width //= 2
+                        for lane in range(width):
+                            folded[lane] = folded[lane] + folded[lane + width]
+                    totals[s] = folded[0]
+                _lane_scan(totals, ends)  # lanes < S as the GPU's scan of the first P lanes
+                previous = c
+            target = ends[S - 1] * u[t]
+            result = K - 1
+            segment = -1
+            for lane in range(S):  # __ballot_sync + __ffs
+                if target < ends[lane]:
+                    segment = lane
+                    break
+            if segment >= 0:
+                before = ends[segment - 1] if segment > 0 else theta.dtype.type(0)
+                _lane_scan(sums[segment], lane_ends)
+                result = min((segment + 1) * G, K) - 1  # if rounding hides the crossing, the segment's last topic
+                hit = -1
+                for lane in range(32):
+                    if segment * G + lane * N < K and target < before + lane_ends[lane]:
+                        hit = lane
+                        break
+                if hit >= 0:
+                    k0 = segment * G + hit * N
+                    x = before + lane_ends[hit - 1] if hit > 0 else before
+                    result = min(k0 + N, K) - 1  # likewise, the lane's last topic
+                    for k in range(k0, min(k0 + N, K)):
+                        x += theta[m, k] * phi[c, k]
+                        if target < x:
+                            result = k
+                            break
+            z[t] = result
+
+
 VARIANTS = {
     "alg1": "Algorithm 1: per-thread products, full prefix sum, binary search (Alg. 3)",
     "alg1-linear": "Algorithm 1 with the linear search of Algorithm 2",
@@ -375,6 +456,8 @@ VARIANTS = {
     "alg7": "Algorithm 7: butterfly-patterned partial sums (Alg. 8-10)",
     "warpscan": "beyond the paper: a warp per document, whole phi row per token, warp scan + ballot search",
     "pairscan": "warpscan whose tokens of a repeated (document, word) pair share one distribution",
+    "segscan": "beyond the paper: a warp per document, theta in registers, phi rows in 16-byte segments, "
+               "segment totals by a transposed butterfly, repeated pairs share one distribution",
 }
 
 
@@ -391,5 +474,8 @@ def draw_z(variant, doc_ptr, words, theta, phi, u, z, W=32):
         alg7(doc_ptr, words, theta, phi, u, z, W)
     elif variant in ("warpscan", "pairscan"):
         warpscan(doc_ptr, words, theta, phi, u, z, variant == "pairscan")
+    elif variant == "segscan":
+        segscan_segments(theta.shape[1], theta.dtype.itemsize)  # a K beyond its segments: a one-line error
+        segscan(doc_ptr, words, theta, phi, u, z, 16 // theta.dtype.itemsize)
     else:
         raise ValueError(f"unknown draw-z variant {variant!r}; known: {', '.join(VARIANTS)}")

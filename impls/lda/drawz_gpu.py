@@ -14,6 +14,7 @@ from importlib.resources import files
 import numpy as np
 
 from bench.backend import raw_kernel
+from impls.lda import drawz_cpu
 from impls.lda.drawz_cpu import VARIANTS
 
 KERNEL_SOURCE = files("impls.lda") / "kernels" / "drawz.cu"  # package data (pyproject.toml)
@@ -25,7 +26,7 @@ STORAGES = ("auto", "local", "global")
 # (kernels/NOTES.md): Algorithm 7 runs 1.25-1.65x faster with the global scratch
 # buffer, Algorithms 1 and 4 with local memory.
 PREFERRED_STORAGE = {"alg1": "local", "alg1-linear": "local", "alg4": "local", "alg7": "global",
-                     "warpscan": "local", "pairscan": "local"}  # these keep no per-lane arrays: one kernel
+                     "warpscan": "local", "pairscan": "local", "segscan": "local"}  # no per-lane arrays: one store
 LOADS = ("auto", "scalar", "vector")
 # How warpscan (and pairscan) loads a token's rows (kernels/drawz.cu, tile_products): one value a lane
 # at a time ("scalar") or batches of 16-byte loads ("vector"), whose registers cost
@@ -36,8 +37,15 @@ VECTOR_FROM_K = {"f32": 512, "f64": 1024}
 _KERNEL = {"alg1": "alg1", "alg1-linear": "alg1_linear", "alg4": "alg4", "alg7": "alg7", "warpscan": "warpscan",
            "pairscan": "pairscan"}
 _PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2, "warpscan": 0, "pairscan": 0}  # per-lane: p, theta_local
-WARP_PER_DOCUMENT = ("warpscan", "pairscan")  # the others a thread per document
+_ARRAYS = {"alg1": 1, "alg1-linear": 1, "alg4": 2, "alg7": 2, "warpscan": 0, "pairscan": 0,
+           "segscan": 0}  # per-lane: p, theta_local
+WARP_PER_DOCUMENT = ("warpscan", "pairscan", "segscan")  # the others a thread per document
+TILED = ("warpscan", "pairscan")  # a tile of products in shared memory, rows loaded as `loads` says
+
+
+def segscan_kernel_segments(K: int, itemsize: int) -> int:
+    """The segments P of segscan's kernel for K: the power of two at least its segments."""
+    return 1 << (drawz_cpu.segscan_segments(K, itemsize) - 1).bit_length()
 
 
 def kernel(name: str, max_registers: int = 0):
@@ -47,17 +55,14 @@ def kernel(name: str, max_registers: int = 0):
     return raw_kernel(KERNEL_SOURCE, name, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}", *cap))
 
 
-def kernel_name(variant: str, precision: str, storage: str, loads: str = "scalar") -> str:
-    """Name of the kernel for a variant, "f32"/"f64", "local"/"global" and (warpscan,
-    pairscan) "scalar"/"vector"."""
+def kernel_name(variant: str, precision: str, storage: str, loads: str = "scalar", K: int = 1) -> str:
+    """Name of the kernel for a variant, "f32"/"f64", "local"/"global", (warpscan,
+    pairscan) "scalar"/"vector" and (segscan) K."""
+    if variant == "segscan":
+        return f"drawz_segscan_{segscan_kernel_segments(K, 4 if precision == 'f32' else 8)}_{precision}"
     stored = _ARRAYS[variant] > 0 and storage == "global"
-    vector = variant in WARP_PER_DOCUMENT and loads == "vector"
+    vector = variant in TILED and loads == "vector"
     return f"drawz_{_KERNEL[variant]}_" + ("vector_" if vector else "") + precision + ("_global" if stored else "")
-
-
-def kernel_names() -> list[str]:
-    return sorted({kernel_name(v, p, s, loads) for s in ("local", "global") for p in ("f32", "f64") for v in _KERNEL
-                   for loads in ("scalar", "vector")})
 
 
 def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", max_registers=0, loads="auto"):
@@ -72,7 +77,7 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
     (PREFERRED_STORAGE), global where K > KMAX_LOCAL.  max_registers: a cap
     on the kernel's registers per thread (kernel()), 0 for none.  loads: how
     warpscan and pairscan load rows, "scalar", "vector" or "auto" (VECTOR_FROM_K);
-    the other variants ignore it.  The launch is
+    the other variants ignore it (segscan loads 16 bytes a lane where the rows allow).  The launch is
     asynchronous (current stream); word ids and doc_ptr are not checked, as
     that would need a copy to the host."""
     import cupy
@@ -103,6 +108,8 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
                          f"for theta {theta.shape}")
     if variant in ("alg4", "alg7") and M % W:
         raise ValueError(f"{variant} processes whole warps: pad the documents to a multiple of {W} (M = {M})")
+    if variant == "segscan":
+        drawz_cpu.segscan_segments(K, dtype.itemsize)  # a K beyond its segments: a one-line error
     if M >= 2**31 or K >= 2**31:
         raise ValueError(f"M = {M} or K = {K} too large for the kernels' 32-bit counts")
     if storage == "auto":
@@ -119,9 +126,9 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
     precision = _PRECISION[dtype]
     if loads == "auto":
         loads = "vector" if K >= VECTOR_FROM_K[precision] else "scalar"
-    launch = kernel(kernel_name(variant, precision, storage, loads), max_registers)
+    launch = kernel(kernel_name(variant, precision, storage, loads, K), max_registers)
     shared = 0
-    if variant in WARP_PER_DOCUMENT:  # a tile of K products (one pad word per 32) per warp
+    if variant in TILED:  # a tile of K products (one pad word per 32) per warp
         shared = BLOCK // W * (K + K // W + 1) * dtype.itemsize
         if shared > 48 * 1024:  # beyond the default, a kernel must ask for more
             launch.max_dynamic_shared_size_bytes = shared

@@ -44,7 +44,7 @@ DRAWN_KEYS = ("suite", "K", "precision")
 LINE_STEP = 1.5
 BREAK_GAP = 4
 SPARSE_NOTE = "(measured K only)"
-SPEEDUP_VARIANTS = ("alg4", "alg7", "warpscan")
+SPEEDUP_VARIANTS = ("alg4", "alg7", "warpscan", "segscan")
 # The last period of Algorithm 1's K mod 32 spike at the top of the sweep.
 SPEEDUP_WINDOW = (993, 1024)
 SPEEDUP_POINTS = (1020, 1024)
@@ -175,7 +175,7 @@ def _figures(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, 
 
 def _colours(variants: Iterable[str]) -> dict[str, str]:
     """The paper's algorithms and ours first, each in the same colour in every figure."""
-    fixed = [*LABELS, "warpscan", "pairscan"]
+    fixed = [*LABELS, "warpscan", "pairscan", "segscan"]
     return {v: f"C{i}" for i, v in enumerate([*fixed, *sorted(set(variants) - set(fixed))])}
 
 
@@ -264,7 +264,7 @@ def _varying_keys(df: pd.DataFrame, shown: tuple[str, ...]) -> list[str]:
 
 def speedup_summary(df: pd.DataFrame) -> pd.DataFrame:
     """The speed-up over Algorithm 1 (mean-for-mode application) of Algorithms 4 and 7,
-    and of warpscan where measured, near the top of the sweep.
+    and of warpscan and segscan where measured, near the top of the sweep.
 
     One row per (any other key that varies, precision, variant); columns: the speed-up
     at K = 1020 and at K = 1024 (Algorithm 1's K mod 32 spike), the median over the K in

@@ -1,7 +1,7 @@
 """The `lda-kernels` suite: the draw-z step alone, on a corpus with random
-normalised theta and phi, timed per launch and reported against the floor of
-the draw (one phi row per token: T x K x bytes per value) over the copy
-bandwidth measured in the same repeat."""
+normalised theta and phi, timed per launch and reported against its floor
+(bench.ceilings: draw_work's bytes and operations over the GPU's ceilings,
+measured in the same run)."""
 
 from dataclasses import dataclass
 
@@ -10,9 +10,9 @@ import numpy as np
 from bench.ceilings import Work
 from bench.corpus import cached_corpus
 from bench.specs import parse_choices, parse_ints
-from bench.suite import Axis, Defaults, Metric, Plot, Suite
+from bench.suite import Axis, Defaults, Plot, Suite
 from impls.lda import drawz_cpu, model
-from impls.lda.drawz_gpu import LOADS, STORAGES, WARP_PER_DOCUMENT
+from impls.lda.drawz_gpu import LOADS, STORAGES, TILED
 from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzSuite
 
 
@@ -37,7 +37,7 @@ class Workload:
 
 class LdaKernelSuite(DrawzSuite, Suite):
     name = "lda-kernels"
-    description = "the draw-z step of the butterfly paper alone, per launch, against the copy-bandwidth floor"
+    description = "the draw-z step of the butterfly paper alone, per launch, against its floor"
     axes = (
         DATASET,
         SCALE,
@@ -55,15 +55,8 @@ class LdaKernelSuite(DrawzSuite, Suite):
     )
     variants = DRAWZ_VARIANTS
     reference = "alg1"
-    metrics = (
-        Metric("draw_gbps", "GB/s", better="higher", help="T x K x bytes per value / seconds"),
-        Metric("draw_frac", "", better="higher", help="draw_gbps over the copy bandwidth of the repeat (rows of "
-               "every token counted, so pairscan, which reuses a repeated pair's, can pass 1)"),
-    )
-    plots = (Plot("drawz-fraction-of-copy", "Draw-z alone: effective bandwidth over the copy bandwidth", x="K",
-                  y="draw_frac", panel="precision", logx=True),
-             Plot("drawz-fraction-of-floor", "Draw-z alone: its floor (the binding ceiling's time) over its time",
-                  x="K", y="floor_frac", panel="precision", logx=True))
+    plots = (Plot("drawz-fraction-of-floor", "Draw-z alone: its floor (the binding ceiling's time) over its time",
+                  x="K", y="floor_frac", panel="precision", logx=True),)
     sources = SOURCES
 
     def defaults(self, backend: str) -> Defaults:
@@ -83,9 +76,9 @@ class LdaKernelSuite(DrawzSuite, Suite):
 
     def skip_variant(self, point: dict, variant: str) -> str | None:
         # loads is no verification axis; the reference runs at every loads (bench check divides by it)
-        if point.get("loads", "auto") != "auto" and variant not in (*WARP_PER_DOCUMENT, self.reference):
+        if point.get("loads", "auto") != "auto" and variant not in (*TILED, self.reference):
             return "loads chooses between warpscan's and pairscan's kernels"
-        return None
+        return super().skip_variant(point, variant)
 
     def prepare(self, point: dict) -> Workload:
         padded = cached_corpus(point["dataset"], point["scale"]).padded(32)
@@ -118,10 +111,6 @@ class LdaKernelSuite(DrawzSuite, Suite):
         else:
             drawz_cpu.draw_z(variant, work.doc_ptr, work.words, work.theta, work.phi, work.u, work.z, 32)
 
-    def derived(self, work: Workload, row: dict) -> dict:
-        gbps = work.num_tokens * row["K"] * work.theta.dtype.itemsize / row["seconds"] / 1e9
-        return {"draw_gbps": gbps, "draw_frac": gbps / row["copy_gbps"] if row["copy_gbps"] else None}
-
     def work(self, work: Workload, row: dict) -> Work:
         return draw_work(work.counts, row["K"], work.theta.dtype.itemsize, row["precision"], row["variant"])
 
@@ -139,13 +128,15 @@ def _counts(doc_ptr: np.ndarray, words: np.ndarray) -> dict:
 def draw_work(counts: dict, K: int, itemsize: int, precision: str, variant: str) -> Work:
     """What a launch of a dense draw touches and does at least: theta's rows of the
     documents and phi's rows of the words that occur, a word, a uniform and a topic a token,
-    the documents' offsets; K multiply-adds a distribution, one a token (pairscan: one a
-    run of a word). Phi rows read again token after token are not counted: L1 can serve a
-    hot word's row from one document to the next."""
-    distributions = counts["runs"] if variant == "pairscan" else counts["tokens"]
+    the documents' offsets; for each distribution (one a token; pairscan and segscan:
+    one a run of a word) K products and K additions, each its own instruction of the FMA
+    pipe (the variants round products and sums apart, as their CPU twins, so none is
+    contracted into an FMA). Phi rows read again token after token are not counted: L1
+    can serve a hot word's row from one document to the next."""
+    distributions = counts["runs"] if variant in ("pairscan", "segscan") else counts["tokens"]
     return Work(footprint_bytes=(counts["docs"] + counts["words"]) * K * itemsize
                 + counts["tokens"] * (4 + itemsize + 4) + (counts["docs"] + 1) * 8,
-                fma=distributions * K, precision=precision)
+                fma=2 * distributions * K, precision=precision)
 
 
 SUITE = LdaKernelSuite()

@@ -68,6 +68,14 @@ class DrawzSuite:
 
     paper = PAPER
 
+    def skip_variant(self, point: dict, variant: str) -> str | None:
+        if variant == "segscan":
+            try:
+                drawz_cpu.segscan_segments(point["K"], np.dtype(model.PRECISIONS[point["precision"]]).itemsize)
+            except ValueError as error:
+                return str(error)
+        return None
+
     def check(self, points: list[dict]) -> None:
         for dataset, scale in dict.fromkeys((p["dataset"], p["scale"]) for p in points):
             cached_corpus(dataset, scale)
@@ -125,8 +133,6 @@ class LdaSuite(DrawzSuite, Suite):
     metrics = (
         Metric("tokens", "tokens", help="tokens in the padded corpus"),
         Metric("tokens_per_s", "tokens/s", better="higher", help="tokens x iterations / seconds"),
-        Metric("draw_z_gbps", "GB/s", better="higher", help="GPU: T x K x bytes per value x iterations / draw time"),
-        Metric("draw_z_frac", "", better="higher", help="GPU: draw_z_gbps over the copy bandwidth of the repeat"),
     )
     sources = SOURCES
     recipes = RECIPES  # lda-kernels' sweeps are sweeps of these
@@ -164,13 +170,7 @@ class LdaSuite(DrawzSuite, Suite):
 
     def derived(self, prepared: Prepared, row: dict) -> dict:
         work, iterations = prepared.work, prepared.iterations
-        values = {"tokens": work.num_tokens, "tokens_per_s": work.num_tokens * iterations / row["seconds"]}
-        if row["copy_gbps"]:
-            # The floor of the draw: one phi row per token, against the copy of this repeat.
-            phi_bytes = work.num_tokens * row["K"] * np.dtype(model.PRECISIONS[row["precision"]]).itemsize
-            values["draw_z_gbps"] = phi_bytes * iterations / row["draw_z_s"] / 1e9
-            values["draw_z_frac"] = values["draw_z_gbps"] / row["copy_gbps"]
-        return values
+        return {"tokens": work.num_tokens, "tokens_per_s": work.num_tokens * iterations / row["seconds"]}
 
     def render_figures(self, df, series, meta: dict, outdir) -> list:
         from impls.lda import figures  # matplotlib: loaded only to draw

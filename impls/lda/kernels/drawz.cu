@@ -499,6 +499,232 @@ __device__ void warpscan(const long long* doc_ptr, const int* words, const T* th
     }
 }
 
+
+// ---------------------------------------------------------------- beyond the paper: segscan
+
+// A lane's chunk: N consecutive values, N * sizeof(T) a multiple of 16 bytes
+// (one or more 16-byte loads).
+template <typename T, int N_>
+struct Chunk {
+    static constexpr int N = N_;
+    T v[N];
+};
+
+__device__ __forceinline__ void unpack(float4 a, float* v) { v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; }
+__device__ __forceinline__ void unpack(double2 a, double* v) { v[0] = a.x; v[1] = a.y; }
+
+// The chunk of a row from topic k0, zeros past K: read-only 16-byte loads where
+// VEC (rows 16-byte aligned and K a multiple of N), else one value at a time.
+// Predicated loads, no branches: the loads of a row's segments can all be in
+// flight before the first product.
+template <bool VEC, typename T, int N>
+__device__ __forceinline__ Chunk<T, N> load_chunk(const T* row, int k0, int K) {
+    using V = typename Vector16<T>::type;
+    constexpr int PER_VECTOR = 16 / sizeof(T);
+    Chunk<T, N> c;
+    if (VEC) {  // K % N == 0: a chunk is whole or wholly past K
+#pragma unroll
+        for (int i = 0; i < N; i += PER_VECTOR) {
+            V v{};
+            if (k0 < K) v = __ldg(reinterpret_cast<const V*>(row + k0 + i));
+            unpack(v, c.v + i);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; ++i) c.v[i] = k0 + i < K ? __ldg(row + k0 + i) : T(0);
+    }
+    return c;
+}
+
+// The sum of a chunk's products, left to right.
+template <typename T, int N>
+__device__ __forceinline__ T chunk_sum(const Chunk<T, N>& a, const Chunk<T, N>& b) {
+    T s = mul_rn(a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < N; ++i) s += mul_rn(a.v[i], b.v[i]);
+    return s;
+}
+
+// c ? a : b on values in registers (selp).  Written as `c ? v[i] : v[j]`, NVVM
+// selects an address instead, and the array goes to local memory.
+__device__ __forceinline__ float select(bool c, float a, float b) {
+    float r;
+    asm("{ .reg .pred p; setp.ne.u32 p, %3, 0; selp.f32 %0, %1, %2, p; }" : "=f"(r) : "f"(a), "f"(b), "r"((unsigned)c));
+    return r;
+}
+__device__ __forceinline__ double select(bool c, double a, double b) {
+    double r;
+    asm("{ .reg .pred p; setp.ne.u32 p, %3, 0; selp.f64 %0, %1, %2, p; }" : "=d"(r) : "d"(a), "d"(b), "r"((unsigned)c));
+    return r;
+}
+
+__host__ __device__ constexpr int log2_of(int p) { return p <= 1 ? 0 : 1 + log2_of(p / 2); }
+
+// One step of the transposed butterfly over lane bit BIT, with HALF values to
+// give away; then the next, until one value is left.
+template <int HALF, int BIT, typename T, int P>
+__device__ __forceinline__ void fold(T (&v)[P], int lane) {
+    const bool upper = lane & BIT;
+#pragma unroll
+    for (int i = 0; i < HALF; ++i) {
+        const T give = select(upper, v[i], v[i + HALF]);
+        const T keep = select(upper, v[i + HALF], v[i]);
+        v[i] = keep + __shfl_xor_sync(FULL, give, BIT);
+    }
+    if constexpr (HALF > 1) fold<HALF / 2, BIT / 2>(v, lane);
+}
+
+// Every segment's total from the lanes' sums v[s] (s < P, a power of two <= 32):
+// a transposed butterfly (fold).  In the step over lane bit b (16, 8, ...) the
+// lane with b set keeps the upper half of its values and gives the lower half to
+// its partner, which does the opposite, and each adds what it receives: P values
+// fold in P - 1 shuffles, where P reductions would take 5 P; the bits left then
+// reduce the one value left.  Lane l ends with the total of segment
+// l >> (5 - log2 P), summed over the lanes in one tree for every segment (bit 4
+// first, then 3, ..., 0; IEEE addition commutes, so both partners agree), which
+// the CPU twin repeats.  v is overwritten.
+template <typename T, int P>
+__device__ __forceinline__ T segment_total(T (&v)[P], int lane) {
+    if constexpr (P > 1) fold<P / 2, W / 2>(v, lane);
+    T x = v[0];
+#pragma unroll
+    for (int bit = W / 2 / P; bit >= 1; bit /= 2)  // the lane bits the fold left
+        x += __shfl_xor_sync(FULL, x, bit);
+    return x;
+}
+
+// warp_inclusive_scan's prefix sums of lanes 0 .. P-1 (its later steps add
+// nothing there): log2 P steps; the other lanes' values are not prefix sums.
+template <int P, typename T>
+__device__ __forceinline__ T first_lanes_scan(T x, int lane) {
+#pragma unroll
+    for (int d = 1; d < P; d <<= 1) {
+        const T y = __shfl_up_sync(FULL, x, d);
+        if (lane >= d) x += y;
+    }
+    return x;
+}
+
+// w[s] for a run-time s < P, by a tree of P - 1 selects on the bits of s (a
+// loop of `if (i == s)` becomes an indexed array in local memory); w is overwritten.
+template <int HALF, typename T, int P>
+__device__ __forceinline__ T pick(T (&w)[P], int s) {
+    if constexpr (HALF == 0) {
+        return w[0];
+    } else {
+#pragma unroll
+        for (int i = 0; i < HALF; ++i) w[i] = select(s & HALF, w[i + HALF], w[i]);
+        return pick<HALF / 2>(w, s);
+    }
+}
+
+// One WARP per document, as warpscan, with no shared memory: a row is read in
+// segments of G = 32 N topics, lane l holding topics l N .. l N + N - 1 of each
+// (N values of 16 bytes: one coalesced load a lane), so
+//   - a token's phi row and the document's theta row (from L1) are read once,
+//     as 16-byte loads, and the next word's row is loaded while this token is
+//     searched; no shared-memory tile, which leaves all of L1 to hot rows;
+//   - a token whose word is its predecessor's (the corpora list a document's
+//     tokens word by word) keeps the sums, as pairscan does.
+// The search: segment totals (segment_total), a scan of them over the first P
+// lanes and a ballot find the segment; a scan of that segment's lane sums and a ballot find the
+// lane; the lane adds its N products one by one.  Where rounding hides a
+// crossing (the three levels sum in different orders), the segment's or lane's
+// last topic.  S = ceil(K / G) <= P segments.
+template <bool VEC, typename T, int N, int P>
+__device__ void segscan_document(long long begin, long long end, const int* words, const T* theta_m,
+                                 const T* phi, const T* u, int* z, int K, int lane) {
+    constexpr int G = W * N, SHIFT = 5 - log2_of(P);
+    const int S = (K + G - 1) / G;
+    T sums[P];  // this lane's sum of each segment (zero past K)
+    T segment_end = 0, total = 0;  // lane s < S: the prefix sum to segment s's end
+    // Software pipelining: the row of the next token's word is loaded while this
+    // token is searched, and the word after it while that row loads (up to 16
+    // segments: 32 segments' rows in flight would take 128 registers more and spill).
+    constexpr bool PREFETCH = P <= 16;
+    int c = begin < end ? words[begin] : 0, next = begin + 1 < end ? words[begin + 1] : 0, previous = -1;
+    Chunk<T, N> row[PREFETCH ? P : 1];
+    if (PREFETCH && begin < end) {
+#pragma unroll
+        for (int s = 0; s < P; ++s) row[s] = load_chunk<VEC, T, N>(phi + (long long)c * K, s * G + lane * N, K);
+    }
+    for (long long t = begin; t < end; ++t, c = next, next = t + 1 < end ? words[t + 1] : 0) {
+        const T* phi_c = phi + (long long)c * K;
+        const T u_t = u[t];
+        if (c != previous) {
+#pragma unroll
+            for (int s = 0; s < P; ++s)
+                sums[s] = chunk_sum(load_chunk<VEC, T, N>(theta_m, s * G + lane * N, K),
+                                    PREFETCH ? row[s] : load_chunk<VEC, T, N>(phi_c, s * G + lane * N, K));
+            T folded[P];
+#pragma unroll
+            for (int s = 0; s < P; ++s) folded[s] = sums[s];
+            const T mine = segment_total<T, P>(folded, lane);
+            const T seg = __shfl_sync(FULL, mine, (lane << SHIFT) & (W - 1));
+            segment_end = first_lanes_scan<P>(lane < S ? seg : T(0), lane);
+            total = __shfl_sync(FULL, segment_end, S - 1);
+            previous = c;
+        }
+        if (PREFETCH && t + 1 < end && next != c) {
+#pragma unroll
+            for (int s = 0; s < P; ++s)
+                row[s] = load_chunk<VEC, T, N>(phi + (long long)next * K, s * G + lane * N, K);
+        }
+        const T target = total * u_t;
+        const unsigned above = __ballot_sync(FULL, lane < S && target < segment_end);
+        int result = K - 1;
+        if (above) {
+            const int s = __ffs(above) - 1;
+            const T end_before = __shfl_sync(FULL, segment_end, max(s - 1, 0));
+            const T before = s > 0 ? end_before : T(0);
+            T copy[P];
+#pragma unroll
+            for (int i = 0; i < P; ++i) copy[i] = sums[i];
+            const T lane_end = before + warp_inclusive_scan(pick<P / 2>(copy, s), lane);
+            const unsigned hit = __ballot_sync(FULL, s * G + lane * N < K && target < lane_end);
+            result = min((s + 1) * G, K) - 1;  // if rounding hides the crossing, the segment's last topic
+            if (hit) {
+                const int L = __ffs(hit) - 1;
+                const T lane_end_before = __shfl_sync(FULL, lane_end, max(L - 1, 0));
+                const int k0 = s * G + L * N;
+                result = min(k0 + N, K) - 1;  // likewise, the lane's last topic
+                if (lane == L) {
+                    const Chunk<T, N> th = load_chunk<VEC, T, N>(theta_m, k0, K);
+                    const Chunk<T, N> ph = load_chunk<VEC, T, N>(phi_c, k0, K);
+                    T x = L > 0 ? lane_end_before : before;
+#pragma unroll
+                    for (int i = 0; i < N; ++i) {
+                        if (k0 + i < K) {
+                            x += mul_rn(th.v[i], ph.v[i]);
+                            if (target < x) {
+                                result = k0 + i;
+                                break;
+                            }
+                        }
+                    }
+                    z[t] = result;
+                }
+                continue;
+            }
+        }
+        if (lane == 0) z[t] = result;
+    }
+}
+
+template <typename T, int N, int P>
+__device__ void segscan(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
+                        const T* u, int* z, int M, int K, T* /* scratch: unused */) {
+    const long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / W;
+    const int lane = threadIdx.x % W;
+    if (m >= M) return;  // whole warps leave together: blockDim.x is a multiple of 32
+    const bool vec = K % N == 0 && reinterpret_cast<size_t>(theta) % 16 == 0 &&
+                     reinterpret_cast<size_t>(phi) % 16 == 0;
+    if (vec)
+        segscan_document<true, T, N, P>(doc_ptr[m], doc_ptr[m + 1], words, theta + m * K, phi, u, z, K, lane);
+    else
+        segscan_document<false, T, N, P>(doc_ptr[m], doc_ptr[m + 1], words, theta + m * K, phi, u, z, K, lane);
+}
+
 }  // namespace drawz
 
 // ---------------------------------------------------------------- entry points
@@ -526,6 +752,17 @@ DRAWZ_KERNEL(drawz_pairscan_f32, float, (drawz::warpscan<float, 0, true>))
 DRAWZ_KERNEL(drawz_pairscan_f64, double, (drawz::warpscan<double, 0, true>))
 DRAWZ_KERNEL(drawz_pairscan_vector_f32, float, (drawz::warpscan<float, LOADS_F32, true>))
 DRAWZ_KERNEL(drawz_pairscan_vector_f64, double, (drawz::warpscan<double, LOADS_F64, true>))
+// segscan: one kernel per power of two P >= the segments ceil(K / (32 N)), a lane's chunk
+// N = 16 bytes of values.  theta is read from L1, not kept in registers: on an H200 at
+// K = 1024, theta in registers took 8% (f32) and 4% (f64) longer, its registers costing
+// more warps than its loads cost.
+#define SEGSCAN_KERNEL(P, SUFFIX, T) \
+    DRAWZ_KERNEL(drawz_segscan_##P##_##SUFFIX, T, (drawz::segscan<T, 16 / sizeof(T), P>))
+#define SEGSCAN_KERNELS(SUFFIX, T)                                                                    \
+    SEGSCAN_KERNEL(1, SUFFIX, T) SEGSCAN_KERNEL(2, SUFFIX, T) SEGSCAN_KERNEL(4, SUFFIX, T)            \
+    SEGSCAN_KERNEL(8, SUFFIX, T) SEGSCAN_KERNEL(16, SUFFIX, T) SEGSCAN_KERNEL(32, SUFFIX, T)
+SEGSCAN_KERNELS(f32, float)
+SEGSCAN_KERNELS(f64, double)
 DRAWZ_KERNELS(f32, LocalStore, float)
 DRAWZ_KERNELS(f64, LocalStore, double)
 DRAWZ_KERNELS(f32_global, GlobalStore, float)
