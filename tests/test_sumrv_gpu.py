@@ -107,13 +107,9 @@ def test_strip_splits_j_when_a_batch_cannot_fill_the_gpu():
     assert gpu.strip_config(256, 256, 4096, "f32", "lin")[4] == 1
 
 
-def test_peaks_are_plausible_and_no_kernel_spills_more_than_a_few_registers():
+def test_no_kernel_spills_more_than_a_few_registers():
     """NVRTC 13 may trade two to four registers for occupancy (8-16 bytes of local memory,
     cached in L1); the 16-outputs-per-slot f64 and log kernels spilled hundreds."""
-    for precision in ("f32", "f64"):
-        rates = gpu.peaks(precision)
-        assert 1e3 < rates["fma_gflops"] < 1e6 and 10 < rates["exp_gterms"] < 1e5
-    assert gpu.peaks("f32")["fma_gflops"] > gpu.peaks("f64")["fma_gflops"]
     resources = gpu.kernel_resources()
     assert len(resources) == len(gpu.kernel_names())
     assert not [r["kernel"] for r in resources if r["local_bytes"] > MAX_SPILL_BYTES], "a kernel spills"

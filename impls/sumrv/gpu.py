@@ -305,15 +305,6 @@ def convolve(variant: str, p, q, log: bool):
     return VARIANTS[variant](p, q, log)
 
 
-@cache
-def peaks(precision: str) -> dict:
-    """{"fma_gflops": ..., "exp_gterms": ...} of this GPU in this precision: the FMA peak
-    (bench.peaks) and the log kernels' exp-and-add per term, measured alike."""
-    dtype = np.float32 if precision == "f32" else np.float64
-    exp_rate = bench_peaks.best_rate(kernel(f"peak_exp_{precision}"), precision, (dtype(0), dtype(1e-4)), 1)
-    return {"fma_gflops": bench_peaks.fma_gflops(precision), "exp_gterms": exp_rate / 1e9}
-
-
 def kernel_names() -> list[str]:
     names = []
     for (precision, space), configs in STRIPS.items():
@@ -321,7 +312,7 @@ def kernel_names() -> list[str]:
                   ("naive", "skewdiag", "skewdiag_det", "skewdiag_combine", "split_combine")]
         names += [f"sumrv_shift_{k}_{precision}" for k in ("exp", "log") if space == "log"]
         names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs]
-    return names + [f"peak_exp_{precision}" for precision in ("f32", "f64")]
+    return names
 
 
 def kernel_resources() -> list[dict]:

@@ -200,7 +200,7 @@ def _crossover(results) -> Measured | None:
         m, n = strip_wins.idxmax()
         parts.append(f"closest where strip is faster: {m} x {n} ({_us(times.loc[(m, n), OURS] * 1e6)} against "
                      f"{_us(times.loc[(m, n), 'fft'] * 1e6)})")
-    peak = grid.loc[grid["variant"] == OURS, "fma_peak_gflops"].median()
+    peak = grid.loc[grid["variant"] == OURS, "fma_gflops"].median() if "fma_gflops" in grid else np.nan
     if fft_wins and np.isfinite(peak):
         m, n = max(fft_wins, key=lambda mn: mn[0] * mn[1])
         at_peak = 2 * m * n * 1024 / (peak * 1e9) * 1e6
@@ -387,7 +387,7 @@ def _call_cost(results) -> Measured | None:
     rows = df[(df["variant"] == OURS) & (df["m"] == BIG) & (df["n"] == BIG) & (df["precision"] == "f32")
               & (df["space"] == "lin")]
     stats = rows.groupby("batch").agg(us=("call_s", "median"), frac=("peak_frac", "median"),
-                                      peak=("fma_peak_gflops", "median"))
+                                      peak=("fma_gflops", "median"))
     if not {1, kernel["batch"]} <= set(stats.index):
         return None
     stats["us"] *= 1e6

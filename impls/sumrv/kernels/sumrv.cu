@@ -20,7 +20,6 @@
 //   sumrv_split_combine_*  sums the strip kernel's partial results over j-splits
 //   sumrv_shift_exp_*      strip's log space by a shift per pair where no term can
 //   sumrv_shift_log_*      underflow: shifted exponentials, the linear kernel, logs
-//   peak_exp_*             the exp-and-add rate the log kernels are reported against
 
 #define WARP 32
 
@@ -491,23 +490,6 @@ __device__ void shift_log(T* r, const T* stats, unsigned char* done, T limit, in
 }
 
 // ---------------------------------------------------------------------------
-// The exp peak: CHAINS independent chains per thread, enough threads to fill the GPU, of
-// the log kernels' inner term, acc += exp(x - c) (the FMA peak: bench/kernels/peaks.cu).
-constexpr int CHAINS = 8;
-template <typename T> __device__ void peak_exp(T* out, int iterations, T a, T b) {
-  T x[CHAINS], acc[CHAINS];
-#pragma unroll
-  for (int k = 0; k < CHAINS; ++k) { x[k] = -T(threadIdx.x % 7 + k); acc[k] = 0; }
-  for (int it = 0; it < iterations; ++it)
-#pragma unroll
-    for (int k = 0; k < CHAINS; ++k) { acc[k] += Math<T>::exp(x[k] + a); x[k] -= b; }
-  T sum = 0;
-#pragma unroll
-  for (int k = 0; k < CHAINS; ++k) sum += acc[k];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
-}
-
-// ---------------------------------------------------------------------------
 #define ARGS(T) const T *p, long long ldp, long long incp, const T *q, long long ldq, long long incq, T *r, \
                 long long ldr, long long incr
 #define FOR_SPACES(MACRO, T, PREC) MACRO(T, PREC, lin, false) MACRO(T, PREC, log, true)
@@ -551,10 +533,6 @@ template <typename T> __device__ void peak_exp(T* out, int iterations, T a, T b)
                                                     int m, int n, long long batch) {                        \
     shift_log<T>(r, stats, done, limit, m, n, batch);                                                       \
   }
-#define PEAKS(T, PREC)                                                                              \
-  extern "C" __global__ void peak_exp_##PREC(T *out, int iterations, T a, T b) {                    \
-    peak_exp<T>(out, iterations, a, b);                                                             \
-  }
 
 FOR_SPACES(NAIVE, float, f32)
 FOR_SPACES(NAIVE, double, f64)
@@ -565,5 +543,3 @@ STRIP(double, f64, lin, false, 128, 8, 256, 2)
 STRIP(float, f32, log, true, 128, 4, 128, 4) STRIP(double, f64, log, true, 128, 4, 128, 4)
 SHIFTS(float, f32)
 SHIFTS(double, f64)
-PEAKS(float, f32)
-PEAKS(double, f64)
