@@ -51,8 +51,7 @@ regression: setup
 baseline: setup
 	@git diff --quiet HEAD -- bench impls datasets || { echo "make baseline: commit bench/, impls/ and" \
 	  "datasets/ first: CI measures the code of the commit the baseline records" >&2; exit 1; }
-	rm -rf .ci/tmp; for run in $$(seq $(CI_RUNS)); do \
-	  NUMBA_NUM_THREADS=1 $(BENCH) reproduce --profile ci --fresh --results .ci/tmp || exit 1; done
+	rm -rf .ci/tmp; for run in $$(seq $(CI_RUNS)); do PYTHON=$(BIN)/python .ci/gate . .ci/tmp || exit 1; done
 	mkdir -p $(CI_BASELINE) && find $(CI_BASELINE) -maxdepth 1 -type f ! -name 'detection-*' -delete
 	mv .ci/tmp/*/ci/* $(CI_BASELINE)/
 

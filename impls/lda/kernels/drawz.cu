@@ -754,7 +754,7 @@ DRAWZ_KERNEL(drawz_pairscan_vector_f32, float, (drawz::warpscan<float, LOADS_F32
 DRAWZ_KERNEL(drawz_pairscan_vector_f64, double, (drawz::warpscan<double, LOADS_F64, true>))
 // segscan: one kernel per power of two P >= the segments ceil(K / (32 N)), a lane's chunk
 // N = 16 bytes of values.  theta is read from L1, not kept in registers: on an H200 at
-// K = 1024, theta in registers took 8% (f32) and 4% (f64) longer, its registers costing
+// K = 1024, theta in registers took 7% (f32) and 6% (f64) longer, its registers costing
 // more warps than its loads cost.
 #define SEGSCAN_KERNEL(P, SUFFIX, T) \
     DRAWZ_KERNEL(drawz_segscan_##P##_##SUFFIX, T, (drawz::segscan<T, 16 / sizeof(T), P>))
