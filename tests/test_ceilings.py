@@ -44,6 +44,13 @@ def test_the_dense_draw_counts_rows_of_the_documents_and_words_that_occur():
         assert draw_work(counts, K=16, itemsize=4, precision="f32", variant=variant).fma == 2 * 5 * 16
 
 
+def test_a_run_profiled_under_ncu_measures_no_ceilings(monkeypatch):
+    # ncu serialises launches: the launch latency cannot be measured there (bench profile
+    # measures the ceilings in a process of its own).
+    monkeypatch.setenv(harness.PROFILED, "1")
+    assert harness._limits(get_suite("lda-kernels"), "gpu") == {}
+
+
 def test_suites_that_state_their_work_carry_the_floor_columns():
     for name in ("lda-kernels", "sumrv", "admodel", "saber"):
         columns = results.schema_for(get_suite(name))["columns"]

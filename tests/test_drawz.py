@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from bench import harness
+from bench.suite import get_suite
 from impls.lda import drawz_cpu
 from impls.lda.verify import chi_square_p, token_probabilities, verify_point
 
@@ -39,6 +41,27 @@ def test_segscan_up_to_its_32_segments_gives_identical_z_and_refuses_more(precis
         assert report["tokens"] > 0 and report["mismatches"] == {"alg1": 0, "segscan": 0}, (K, report)
     with pytest.raises(ValueError, match=f"segscan holds K <= {largest}"):
         drawz_cpu.segscan_segments(largest + 1, 4 if precision == "f32" else 8)
+
+
+def test_segscans_kernel_has_a_segment_per_lane_at_least():
+    # 128 topics a segment in f32, 64 in f64; kernels for 1, 2, 4, .., 32 segments.
+    from impls.lda.drawz_gpu import kernel_name
+
+    names = {(p, K): kernel_name("segscan", p, "auto", K=K) for p in ("f32", "f64") for K in (1, 128, 129, 1024, 2048)}
+    assert names["f32", 1] == "drawz_segscan_1_f32" and names["f32", 129] == "drawz_segscan_2_f32"
+    assert names["f32", 1024] == "drawz_segscan_8_f32" and names["f64", 1024] == "drawz_segscan_16_f64"
+    assert names["f64", 2048] == "drawz_segscan_32_f64" and names["f64", 128] == "drawz_segscan_2_f64"
+    with pytest.raises(ValueError, match="depends on K"):
+        kernel_name("segscan", "f32", "auto")
+
+
+def test_a_sweep_skips_segscan_beyond_its_k_in_one_line():
+    plan = harness.plan(get_suite("lda-kernels"), {"k": "1024,2049,4096,4100", "precision": "f32,f64",
+                                                   "dataset": "tiny"}, "cpu", ["alg1", "segscan"])
+    skipped = {(p["K"], p["precision"]) for p, variant, _ in plan.skipped_at if variant == "segscan"}
+    assert skipped == {(2049, "f64"), (4096, "f64"), (4100, "f64"), (4100, "f32")}
+    assert plan.describe_skips() == ["variant segscan skipped at 4 point(s): segscan holds K <= 4096 in f32, "
+                                     "2048 in f64"]
 
 
 @pytest.mark.parametrize("K", [1, 5, 31, 32, 33, 100, 1024])

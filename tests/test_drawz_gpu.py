@@ -145,8 +145,8 @@ def test_warpscan_vector_loads_fall_back_on_rows_not_16_byte_aligned(precision):
 
 @pytest.mark.parametrize("precision", ["f32", "f64"])
 def test_segscan_beyond_k_1024_matches_the_reference_and_its_twin(precision):
-    """segscan's kernels for 16 and 32 segments (theta read from L1 in the last), which the
-    sweeps up to K = 1024 reach only in f64: dyadic weights give alg1's z, real ones the twin's."""
+    """segscan's kernels for 16 and 32 segments (the last loads each row when its token
+    comes, without prefetching it), which the sweeps up to K = 1024 reach only in f64: dyadic weights give alg1's z, real ones the twin's."""
     pytest.importorskip("cupy")
     failures = []
     for K in ((1100, 2047, 2048, 3001, 4096) if precision == "f32" else (1025, 1500, 2048)):

@@ -371,6 +371,11 @@ def warpscan(doc_ptr, words, theta, phi, u, z, pairs):
 SEGSCAN_MAX_SEGMENTS = 32  # a segment per lane at most: lane s holds segment s's prefix sum
 
 
+def segscan_largest_k(itemsize):
+    """The largest K segscan holds with values of `itemsize` bytes."""
+    return SEGSCAN_MAX_SEGMENTS * 32 * (16 // itemsize)
+
+
 def segscan_segments(K, itemsize):
     """segscan's segments for K: 32 lanes x 16 bytes each (128 topics in f32, 64 in f64);
     a K beyond SEGSCAN_MAX_SEGMENTS of them is a ValueError."""
@@ -384,13 +389,14 @@ def segscan_segments(K, itemsize):
 
 @njit(cache=True, parallel=True)
 def segscan(doc_ptr, words, theta, phi, u, z, N):
-    """Beyond the paper: one warp of 32 lanes per document, its data in registers.  Rows
+    """Beyond the paper: one warp of 32 lanes per document, no shared memory.  Rows
     are read in segments of 32 N topics (N values of 16 bytes a lane: lane l holds topics
     l N .. l N + N - 1 of each); a lane sums its N products left to right.  Segment totals
     sum the 32 lanes' sums in the GPU's transposed butterfly tree (lane bit 4 first, then
     3, .., 0); a warp scan of the totals (zeros past the S segments: lanes below S as in a
-    scan of the first P lanes, P the power of two from S) and a search find the segment, a warp scan of its lane sums plus the segments before find the lane, and the
-    lane adds its products one by one.  Where rounding hides a crossing, the segment's or
+    scan of the first P lanes, P the power of two from S) and a search find the segment, a
+    warp scan of its lane sums plus the segments before find the lane, and the lane adds
+    its products one by one.  Where rounding hides a crossing, the segment's or
     the lane's last topic.  A token whose word is its predecessor's keeps the sums."""
     K = theta.shape[1]
     G = 32 * N
@@ -456,7 +462,7 @@ VARIANTS = {
     "alg7": "Algorithm 7: butterfly-patterned partial sums (Alg. 8-10)",
     "warpscan": "beyond the paper: a warp per document, whole phi row per token, warp scan + ballot search",
     "pairscan": "warpscan whose tokens of a repeated (document, word) pair share one distribution",
-    "segscan": "beyond the paper: a warp per document, theta in registers, phi rows in 16-byte segments, "
+    "segscan": "beyond the paper: a warp per document, no shared memory, rows in 16-byte segments, "
                "segment totals by a transposed butterfly, repeated pairs share one distribution",
 }
 

@@ -55,10 +55,13 @@ def kernel(name: str, max_registers: int = 0):
     return raw_kernel(KERNEL_SOURCE, name, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}", *cap))
 
 
-def kernel_name(variant: str, precision: str, storage: str, loads: str = "scalar", K: int = 1) -> str:
+def kernel_name(variant: str, precision: str, storage: str, loads: str = "scalar", K: int | None = None) -> str:
     """Name of the kernel for a variant, "f32"/"f64", "local"/"global", (warpscan,
-    pairscan) "scalar"/"vector" and (segscan) K."""
+    pairscan) "scalar"/"vector" and (segscan, which has one kernel per power of two of
+    segments: one for fewer segments than K has draws wrong topics) K."""
     if variant == "segscan":
+        if K is None:
+            raise ValueError("segscan's kernel depends on K: give K")
         return f"drawz_segscan_{segscan_kernel_segments(K, 4 if precision == 'f32' else 8)}_{precision}"
     stored = _ARRAYS[variant] > 0 and storage == "global"
     vector = variant in TILED and loads == "vector"

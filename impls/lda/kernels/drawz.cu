@@ -29,12 +29,15 @@
 // registers: the stack frame of a LocalStore kernel is exactly its stores.
 //
 // Kernels (extern "C", loaded by impls/lda/drawz_gpu.py):
-//   drawz_{alg1,alg1_linear,alg4,alg7}_{f32,f64}[_global]
+//   drawz_{alg1,alg1_linear,alg4,alg7}_{f32,f64}[_global]   a thread per document
+//   drawz_{warpscan,pairscan}[_vector]_{f32,f64}              a warp per document
+//   drawz_segscan_{1,2,4,8,16,32}_{f32,f64}                   a warp per document
 // all with the parameters
 //   (doc_ptr int64[M+1], words int32[T], theta T[M,K], phi T[V,K], u T[T],
 //    z int32[T] (output), M, K, scratch T* (GlobalStore only; else unused)),
-// launched with one thread per document (M threads); alg4/alg7 need M to be a
-// multiple of 32 and whole warps, so blockDim.x must be a multiple of 32.
+// launched with M threads (a thread per document) or 32 M (a warp per document);
+// alg4/alg7 need M to be a multiple of 32 and whole warps, so blockDim.x must be
+// a multiple of 32.
 
 #ifndef DRAWZ_KMAX_LOCAL
 #define DRAWZ_KMAX_LOCAL 1024
@@ -504,9 +507,8 @@ __device__ void warpscan(const long long* doc_ptr, const int* words, const T* th
 
 // A lane's chunk: N consecutive values, N * sizeof(T) a multiple of 16 bytes
 // (one or more 16-byte loads).
-template <typename T, int N_>
+template <typename T, int N>
 struct Chunk {
-    static constexpr int N = N_;
     T v[N];
 };
 
