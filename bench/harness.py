@@ -242,10 +242,11 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
                 row = {**common, "seconds": ctx.seconds,
                        **{f"{phase}_s": ctx.phases.get(phase, 0.0) for phase in suite.phases},
                        **_declared(suite, values, "run"), **calibration}
-                row.update(_declared(suite, suite.derived(workload, row), "run"))
+                # The floor first: a suite's derived metrics may read the ceilings beside it.
                 work = suite.work(workload, row) if limits and device == "gpu" else None
                 if work is not None:
                     row.update(ceilings.floors(work, limits, row["seconds"], l2_flushed=settings.flush_l2))
+                row.update(_declared(suite, suite.derived(workload, row), "run"))
                 rows.append(row)
                 series += [{**common, **_declared(suite, {k: v for k, v in s.items() if k not in
                                                           ("iteration", "wall_s")}, "iteration"),

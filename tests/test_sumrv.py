@@ -102,6 +102,20 @@ def test_suite_sweeps_on_a_cpu_and_skips_large_twins_with_a_reason(tmp_path):
     assert (df.loc[(df["space"] == "lin"), "max_rel_error"] < 1e-4).all()
 
 
+@pytest.mark.parametrize("space, fma_gflops, expected", [("lin", 1000.0, 0.5), ("log", 1000.0, None),
+                                                         ("lin", None, None)])
+def test_a_gpu_rows_peak_fraction_is_over_the_ceilings_fma_peak(space, fma_gflops, expected):
+    # Linear space only (log space's exps and logs are no multiply-adds); none where the run
+    # measured no ceilings (under bench profile's ncu).
+    work = SUITE.prepare({"m": 100, "n": 50, "batch": 2, "precision": "f32", "space": space, "backend": "cpu"})
+    seconds = 2 * 100 * 50 * 2 / 500e9  # 500 GFLOP/s
+    row = {"seconds": seconds, "device": "gpu", "copy_gbps": 100.0,
+           **({"fma_gflops": fma_gflops} if fma_gflops else {})}
+    values = SUITE.derived(work, row)
+    assert values["peak_frac"] == (pytest.approx(expected) if expected else None)
+    assert values["copy_frac"] == pytest.approx(values["gbps"] / 100.0)
+
+
 @pytest.mark.parametrize("given, message", [
     ({"m": "0"}, "m must be >= 1"), ({"n": "20000"}, "n must be <= 16384"),
     ({"batch": "70000"}, "batch must be <= 65536"), ({"space": "ln"}, "unknown space 'ln'"),

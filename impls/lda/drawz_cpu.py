@@ -380,11 +380,10 @@ def segscan_segments(K, itemsize):
     """segscan's segments for K: 32 lanes x 16 bytes each (128 topics in f32, 64 in f64);
     a K beyond SEGSCAN_MAX_SEGMENTS of them is a ValueError."""
     topics = 32 * (16 // itemsize)
-    segments = -(-K // topics)
-    if segments > SEGSCAN_MAX_SEGMENTS:
-        raise ValueError(f"segscan holds K <= {SEGSCAN_MAX_SEGMENTS * topics} with {itemsize}-byte values "
+    if K > segscan_largest_k(itemsize):
+        raise ValueError(f"segscan holds K <= {segscan_largest_k(itemsize)} with {itemsize}-byte values "
                          f"({SEGSCAN_MAX_SEGMENTS} segments of {topics} topics); K = {K}")
-    return segments
+    return -(-K // topics)
 
 
 @njit(cache=True, parallel=True)

@@ -6,14 +6,11 @@ instead (numpy, cupy.convolve, cuFFT, cuDNN), each reported against its floor
 (bench.ceilings) and, in linear space, the FMA peak of its precision, both measured in
 the same process."""
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from bench import peaks as bench_peaks
 from bench.ceilings import Work
-from bench.harness import PROFILED
 from bench.specs import parse_choices, parse_ints
 from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
 from impls.sumrv import cpu, gpu
@@ -69,7 +66,6 @@ class Workload:
     host_q: np.ndarray
     log: bool
     reference: np.ndarray  # float64, of the first `checked` pairs
-    fma_gflops: float | None  # the GPU's FMA peak in this precision (None on a CPU)
     calls: int  # back to back in a timed run
 
     @property
@@ -262,13 +258,11 @@ class SumrvSuite(Suite):
         checked = max(1, min(batch, CHECKED_TERMS // (m * n)))
         reference = cpu.reference(p[:checked], q[:checked], log)
         if point["backend"] != "gpu":
-            return Workload(p, q, p, q, log, reference, None, 1)
+            return Workload(p, q, p, q, log, reference, 1)
         import cupy
 
         calls = min(MAX_CALLS, max(1, CALL_TERMS // (batch * m * n)))
-        # Under bench profile's ncu no peak is measured (its launches are serialised, its clocks its own).
-        fma_gflops = None if os.environ.get(PROFILED) else bench_peaks.fma_gflops(point["precision"])
-        return Workload(cupy.asarray(p), cupy.asarray(q), p, q, log, reference, fma_gflops, calls)
+        return Workload(cupy.asarray(p), cupy.asarray(q), p, q, log, reference, calls)
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
         for _ in range(work.calls):
@@ -287,8 +281,10 @@ class SumrvSuite(Suite):
         seconds = row["seconds"] / work.calls
         values = {"call_s": seconds, "pairs_per_s": batch / seconds, "gflops": 2 * m * n * batch / seconds / 1e9,
                   "gbps": batch * (2 * (m + n) - 1) * work.host_p.itemsize / seconds / 1e9}
-        if row["device"] == "gpu" and work.fma_gflops:
-            values["peak_frac"] = None if work.log else values["gflops"] / work.fma_gflops
+        if row["device"] == "gpu":
+            # fma_gflops: the FMA peak the ceilings measured in this process (none under bench profile)
+            fma_gflops = row.get("fma_gflops")
+            values["peak_frac"] = values["gflops"] / fma_gflops if fma_gflops and not work.log else None
             values["copy_frac"] = values["gbps"] / row["copy_gbps"] if row["copy_gbps"] else None
         return values
 
