@@ -68,6 +68,22 @@ def test_sorted_layout_is_a_permutation_sorted_by_material_then_placement():
     assert np.array_equal(rows(shuffled), rows(ordered))
 
 
+def test_hottest_share_finds_a_level_in_every_warp_and_takes_the_skewed_path_only_there():
+    from impls.admodel import gpu
+
+    keys = np.arange(5 * 64 * 32, dtype=np.int32).reshape(5, 64 * 32)  # every level once
+    assert gpu.hottest_share(keys) == 1 / 64
+    keys[3, ::32] = 7  # level 7 of class r in every warp (a tile of 32), once each
+    assert gpu.hottest_share(keys) == 1.0
+    keys[3, 16::64] = 7  # twice in every other warp: still one warp each
+    assert gpu.hottest_share(keys) == 1.0
+    assert gpu.hottest_share(keys[:, :31]) == 0.0  # no whole warp
+    # The generators: real-like's popular levels are in every warp, sim's levels in few.
+    for layout in data.LAYOUTS:
+        assert gpu.hottest_share(data.generate("real-like", SCALE, layout).covariates) > gpu.SKEWED_FROM
+        assert gpu.hottest_share(data.generate("sim", SCALE, layout).covariates) < gpu.SKEWED_FROM / 3
+
+
 def test_objective_by_hand_weights_log_factorial_and_the_prior_sign():
     d = data.generate("sim", SCALE, "shuffled")
     one = data.Data("one", d.shape, d.covariates[:, :1].copy(), np.array([2], np.int8), np.array([3], np.int16),

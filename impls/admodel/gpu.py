@@ -20,6 +20,11 @@ FACTORS = 10  # N: the kernels are compiled for it
 PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 GRADIENTS = {"grad-atomic": "grad_atomic", "grad-block": "grad_block", "grad-warp": "grad_warp"}
 THREADS_PER_SM = 2048
+WARP_KERNELS = ("grad_warp", "fused")  # with a skewed path
+# Data whose most popular level is in more than this share of the warps take the skewed
+# path (kernels/NOTES.md: on an H200 it made real-like's calls faster, its popular levels
+# in every warp, and sim's slower, no level in 1% of the warps).
+SKEWED_FROM = 0.1
 
 
 @dataclass
@@ -29,6 +34,7 @@ class DeviceData:
     w: object  # int16
     offsets: tuple[int, ...]  # d, f, m, r, p, MP, PM
     parameters: int
+    skewed: bool  # hottest_share above SKEWED_FROM: grad_warp and fused take their skewed path
 
     @property
     def observations(self) -> int:
@@ -40,8 +46,23 @@ def upload(data: Data) -> DeviceData:
 
     if data.shape.factors != FACTORS:
         raise ValueError(f"the kernels are compiled for N = {FACTORS} factors, not {data.shape.factors}")
-    return DeviceData(cupy.asarray(data.covariates), cupy.asarray(data.y), cupy.asarray(data.w),
-                      tuple(int(o) for o in data.shape.offsets), data.shape.parameters)
+    covariates = cupy.asarray(data.covariates)
+    return DeviceData(covariates, cupy.asarray(data.y), cupy.asarray(data.w), tuple(int(o) for o in data.shape.offsets),
+                      data.shape.parameters, hottest_share(covariates, cupy) > SKEWED_FROM)
+
+
+def hottest_share(covariates, xp=np) -> float:
+    """The largest share of warps (tiles of 32 consecutive observations) that one level of
+    one class occurs in: the warps whose atomics meet on that gradient entry. covariates
+    [5, observations], an array of xp (numpy or cupy)."""
+    tiles = covariates.shape[1] // 32
+    share = 0.0
+    for keys in covariates[:, :tiles * 32]:
+        ordered = xp.sort(keys.reshape(tiles, 32), axis=1)
+        first = xp.ones(ordered.shape, bool)
+        first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        share = max(share, int(xp.bincount(ordered[first]).max()) / tiles) if tiles else share
+    return share
 
 
 def bucket(dev: DeviceData) -> DeviceData:
@@ -51,8 +72,9 @@ def bucket(dev: DeviceData) -> DeviceData:
     import cupy
 
     order = cupy.lexsort(cupy.stack([dev.covariates[PLACEMENT], dev.covariates[MATERIAL]]))
-    return DeviceData(cupy.ascontiguousarray(dev.covariates[:, order]), dev.y[order], dev.w[order], dev.offsets,
-                      dev.parameters)
+    covariates = cupy.ascontiguousarray(dev.covariates[:, order])
+    return DeviceData(covariates, dev.y[order], dev.w[order], dev.offsets, dev.parameters,
+                      hottest_share(covariates, cupy) > SKEWED_FROM)
 
 
 def device_bytes(observations: int, parameters: int, itemsize: int) -> int:
@@ -67,20 +89,27 @@ def _grid(observations: int, block: int) -> int:
     return max(1, min(-(-observations // block), multiprocessors() * (THREADS_PER_SM // block)))
 
 
-def _shared_bytes(name: str, block: int, itemsize: int) -> int:
+def _shared_bytes(name: str, block: int, itemsize: int, skewed: bool) -> int:
     """Dynamic shared memory of a launch: grad_block keeps a key and N values per thread;
-    grad_warp and fused two stages per warp of 32 rows of N + 1 values."""
+    grad_warp and fused two stages per warp of 32 rows of N + 1 values, and on the skewed
+    path a cache (an index and a sum per slot: GradientCache::SLOTS) and two runs of N
+    values per warp."""
     if name == "grad_block":
         return block * (4 + FACTORS * itemsize)
-    if name in ("grad_warp", "fused"):
-        return 2 * block * (FACTORS + 1) * itemsize
-    return 0
+    if name not in WARP_KERNELS:
+        return 0
+    stages = 2 * block * (FACTORS + 1) * itemsize
+    if not skewed:
+        return stages
+    cache_slots = 512 if itemsize == 8 else 1024
+    return stages + cache_slots * (4 + itemsize) + 2 * (block // 32) * FACTORS * itemsize
 
 
 def _launch(name: str, dev: DeviceData, theta, cache_policy: str, block: int, *outputs):
-    kernel = raw_kernel(KERNEL_SOURCE, f"admodel_{name}_{PRECISION[theta.dtype]}_n{FACTORS}_{cache_policy}")
+    skewed = dev.skewed and name in WARP_KERNELS
+    kernel = raw_kernel(KERNEL_SOURCE, _kernel_name(name, PRECISION[theta.dtype], cache_policy, skewed))
     grid = _grid(dev.observations, block)
-    shared = _shared_bytes(name, block, theta.itemsize)
+    shared = _shared_bytes(name, block, theta.itemsize, skewed)
     if shared > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
         kernel.max_dynamic_shared_size_bytes = shared
     args = (theta, dev.covariates, dev.y, dev.w, np.int64(dev.observations), *(np.int32(o) for o in dev.offsets))
@@ -128,9 +157,14 @@ def two_pass(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256
                                                                      psi)
 
 
+def _kernel_name(name: str, precision: str, cache_policy: str, skewed: bool) -> str:
+    return f"admodel_{name}{'_skewed' if skewed else ''}_{precision}_n{FACTORS}_{cache_policy}"
+
+
 def kernel_names() -> list[str]:
-    names = ("objective", *GRADIENTS.values(), "fused")
-    return [f"admodel_{name}_{prec}_n{FACTORS}_{cache_policy}" for name in names for prec in ("f32", "f64")
+    kernels = [(name, False) for name in ("objective", *GRADIENTS.values(), "fused")]
+    kernels += [(name, True) for name in WARP_KERNELS]
+    return [_kernel_name(name, prec, cache_policy, skewed) for name, skewed in kernels for prec in ("f32", "f64")
             for cache_policy in ("ldg", "ldcg")]
 
 

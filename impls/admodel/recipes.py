@@ -67,9 +67,9 @@ RECIPES = (
            "--backend gpu --sanitizer memcheck` (and racecheck) at --scale 0.0002 --l1 ldg --block 32,96; `bench "
            "list admodel --kernels` gives each kernel's registers, spills and shared memory."),
     Recipe("fused-copy", "ours: the fused objective and gradient against the copy bandwidth (the target of 0.6 on "
-           "sim, shuffled, float64)",
-           (_evaluation("both", dataset="sim", profiles=("quick", "paper"), l1="ldg"),),
-           figures=("fig4-combined-dataset-sim",),
+           "sim and real-like, shuffled, float64)",
+           (_evaluation("both", profiles=("quick", "paper"), l1="ldg"),),
+           figures=("fig4-combined",),
            note="The copy bandwidth is measured in every repeat beside the kernels (copy_gbps; gbps counts 23 "
            "bytes of each observation and its 26 parameter values gathered). What limits the fused kernel comes "
            "from Nsight Compute: `bench profile admodel --dataset sim --scale 0.25 --layout shuffled,sorted "
@@ -318,24 +318,30 @@ def _profile_text(results) -> str:
 
 
 def fused_copy(results):
+    """The better fused variant's median copy_frac per dataset (shuffled as given, float64,
+    l1 = ldg): the claim's value is the lower of the datasets'."""
     table = _timings(results)
     if table.empty or "copy_frac" not in table:
         return None
-    rows = table[table["variant"].isin(FUSED) & (table["dataset"] == "sim") & (table["layout"] == "shuffled")
+    rows = table[table["variant"].isin(FUSED) & (table["layout"] == "shuffled")
                  & (table["l1"] == "ldg")].dropna(subset=["copy_frac"])
     f64 = rows[rows["precision"] == "f64"]
     if f64.empty:
         return None
-    best = f64.loc[f64["copy_frac"].idxmax()]
     df = _largest_scale(results.frame("admodel"))
-    repeats = df[(df["run_id"] == best["run_id"]) & (df["variant"] == best["variant"]) & (df["dataset"] == "sim")
-                 & (df["layout"] == "shuffled") & (df["precision"] == "f64") & (df["l1"] == "ldg")
-                 & (df["op"] == "both") & (df["scale"] == best["scale"])]["copy_frac"]
-    text = (f"{best['variant']} {best['copy_frac']:.2f} ({_range(repeats, '{:.2f}', '')} over its repeats): "
-            f"{best['gbps'] / 1e3:.2f} TB/s effective in {best['seconds'] * 1e3:.2f} ms")
-    others = [f"{r.variant} {r.precision} {r.copy_frac:.2f}" for r in
-              rows.sort_values(["precision", "variant"], ascending=False).itertuples()
-              if not (r.variant == best["variant"] and r.precision == "f64")]
+    parts, value = [], None
+    for dataset, part in f64.groupby("dataset", sort=False):
+        best = part.loc[part["copy_frac"].idxmax()]
+        repeats = df[(df["run_id"] == best["run_id"]) & (df["variant"] == best["variant"]) & (df["dataset"] == dataset)
+                     & (df["layout"] == "shuffled") & (df["precision"] == "f64") & (df["l1"] == "ldg")
+                     & (df["op"] == "both") & (df["scale"] == best["scale"])]["copy_frac"]
+        parts.append(f"{dataset}: {best['variant']} {best['copy_frac']:.2f} ({_range(repeats, '{:.2f}', '')} over its "
+                     f"repeats), {best['gbps'] / 1e3:.2f} TB/s effective in {best['seconds'] * 1e3:.2f} ms")
+        value = best["copy_frac"] if value is None else min(value, best["copy_frac"])
+    text = "; ".join(parts)
+    others = [f"{r.dataset} {r.variant} {r.precision} {r.copy_frac:.2f}" for r in
+              rows.sort_values(["dataset", "precision", "variant"], ascending=False).itertuples()
+              if r.precision != "f64"]
     if others:
         text += "; " + ", ".join(others)
     setup = table[(table["variant"] == "fused-bucketed") & (table["layout"] == "shuffled")].dropna(subset=["setup_s"])
@@ -344,7 +350,7 @@ def fused_copy(results):
             f"{dataset} {part['setup_s'].min() * 1e3:,.0f} ms, the time of "
             f"{part['setup_s'].min() / part['seconds'].median():,.0f} calls"
             for dataset, part in setup.groupby("dataset", sort=False))
-    return Measured(float(best["copy_frac"]), text + _scales(rows) + _profile_text(results))
+    return Measured(float(value), text + _scales(rows) + _profile_text(results))
 
 
 def _fits(results) -> pd.DataFrame:
@@ -487,17 +493,20 @@ CLAIMS = (
           "single-threaded CPU on sim in float64", gradient_target, lambda v: v >= 50,
           "holds if grad-warp is at least 50x cpu-serial at every sim float64 point",
           why="grad-warp's atomics and gathers bound it (see fused-copy).", recipe="gradient"),
-    Claim("fused-copy", "Target (ours): the fused objective and gradient at least 0.6 of the copy bandwidth on sim, "
-          "shuffled, float64 (effective bytes: 23 per observation and its 26 parameter values gathered)", fused_copy,
-          lambda v: v >= 0.6, "holds if the better fused variant's median copy_frac is at least 0.6 (l1 = ldg)",
+    Claim("fused-copy", "Target (ours): the fused objective and gradient at least 0.6 of the copy bandwidth on sim "
+          "and on real-like, float64, as given shuffled (effective bytes: 23 per observation and its 26 parameter "
+          "values gathered)", fused_copy,
+          lambda v: v >= 0.6, "holds if on each dataset the better fused variant's median copy_frac is at least 0.6 "
+          "(l1 = ldg)",
           why="Nsight Compute of the fused kernel on bucketed observations: the L1/shared-memory pipe is its busiest "
           "unit, then L2 and the SM; on the shuffled order L2 binds. Bucketing makes each warp's materials and "
           "placements few (their factor rows are read and their gradient added a whole row per 10 adjacent "
           "lanes through a stage in shared memory, a request per 32-byte sector), but the three classes d, f "
-          "and r stay uniformly random in either order: per observation three scalar gathers and three atomics "
-          "that share no sector within a warp. Not tried: privatising those classes' gradient in shared memory "
-          "(for sim in float64 it and the parameters need more than an SM has beside the stages), carrying the "
-          "material row's gradient across a warp's iterations over a contiguous chunk.", recipe="fused-copy"),
+          "and r stay random in either order: per observation three scalar gathers and three atomics that share "
+          "no sector within a warp. On real-like, Zipf-skewed levels put a few gradient entries in every warp, "
+          "and atomics on one address serialise in L2; its skewed path (a block's cache of gradient entries in "
+          "shared memory, a factor row carried across a warp's contiguous range) removes most of that, and the "
+          "kernel is then bound by its instruction issue (impls/admodel/kernels/NOTES.md).", recipe="fused-copy"),
     Claim("fit-speed", "Target (ours; the thesis never runs L-BFGS): the whole fit on the GPU (lbfgs-gpu) at least "
           "20x faster than scipy's L-BFGS-B on the CPU reference (cpu-parallel), in the same run",
           fit_speed, lambda v: v is not None and v >= 20,

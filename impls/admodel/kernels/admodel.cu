@@ -21,6 +21,10 @@
 //                           and added a whole row per N adjacent lanes (through a stage in
 //                           shared memory), not an element per lane
 //   admodel_fused_*         ours: grad_warp and the objective in one pass over the data
+//   admodel_*_skewed_*      grad_warp and fused for data whose popular levels occur in most
+//                           warps (gpu.py's hottest_share decides): each warp a contiguous
+//                           range of observations, the entries a warp adds through a block's
+//                           cache in shared memory, a factor row kept per run of its key
 
 #define FULL_MASK 0xffffffffu
 
@@ -236,6 +240,89 @@ __device__ bool warp_aggregate(unsigned peers, T mine, T& sum) {
   return lane == leader;
 }
 
+// The skewed path. Zipf-skewed levels (real-like) put a few indices in every warp of the
+// grid, and atomics on one address serialise in L2: hundreds of thousands a call on each
+// popular entry bound the kernel. Two remedies, neither of which pays on uniform data:
+//
+// GradientCache: a block's open-addressed table of SLOTS gradient indices and sums in
+// shared memory (512 in f64, 1024 in f32: four blocks of 256 still fit an SM). A warp's
+// sum for an index goes to its slot (claimed by the first index that hashes there, or the
+// next slot), else straight to the gradient; the table reaches the gradient once per block.
+#define CACHE_PROBES 2
+template <typename T> struct GradientCache {
+  static constexpr int BITS = sizeof(T) == 8 ? 9 : 10, SLOTS = 1 << BITS;
+  T* sums;
+  int* indices;
+
+  __device__ void clear() {
+    for (int s = threadIdx.x; s < SLOTS; s += blockDim.x) {
+      indices[s] = -1;
+      sums[s] = T(0);
+    }
+    __syncthreads();
+  }
+  __device__ void add(T* grad, int index, T value) {
+    int slot = (unsigned(index) * 2654435761u) >> (32 - BITS);  // Knuth's multiplicative hash
+    for (int probe = 0; probe < CACHE_PROBES; ++probe, slot = (slot + 1) & (SLOTS - 1)) {
+      int held = indices[slot];
+      if (held < 0) held = atomicCAS(indices + slot, -1, index);
+      if (held < 0 || held == index) {
+        atomicAdd(sums + slot, value);
+        return;
+      }
+    }
+    atomicAdd(grad + index, value);
+  }
+  __device__ void flush(T* grad) {
+    __syncthreads();
+    for (int s = threadIdx.x; s < SLOTS; s += blockDim.x)
+      if (indices[s] >= 0) atomicAdd(grad + indices[s], sums[s]);
+  }
+};
+
+// RowRun: a warp's factor row being summed (N values of its own in shared memory) while
+// consecutive tiles end with the same key: sorted observations then add a popular
+// material's row once per run, not once per tile.
+template <typename T, int N> struct RowRun {
+  T* sums;
+  int key = -1;  // warp-uniform
+  __device__ void flush(T* grad, int start) {
+    const int lane = threadIdx.x & 31;
+    if (key >= 0 && lane < N) atomicAdd(grad + start + key * N + lane, sums[lane]);
+  }
+  // Before a tile's rows: the run continues with the key of the tile's last lane, or restarts.
+  __device__ void follow(T* grad, int start, int key_of_lane) {
+    const int lane = threadIdx.x & 31, last_key = __shfl_sync(FULL_MASK, key_of_lane, 31);
+    if (last_key == key) return;
+    flush(grad, start);
+    __syncwarp();
+    if (lane < N) sums[lane] = T(0);
+    key = last_key;
+    __syncwarp();
+  }
+};
+
+// Where the warp's sums go: the gradient (uniform data), or the cache and the runs.
+template <typename T, int N, bool SKEWED> struct Scatter {
+  T* grad;
+  GradientCache<T> cache;
+  RowRun<T, N> run_a, run_b;  // th_MP's and th_PM's
+
+  __device__ void add(int index, T value) {
+    if (SKEWED)
+      cache.add(grad, index, value);
+    else
+      atomicAdd(grad + index, value);
+  }
+  // Row `key` of a factor class (run: its RowRun), element k.
+  __device__ void add_row(const RowRun<T, N>& run, int start, int key, int k, T value) {
+    if (SKEWED && key == run.key)
+      run.sums[k] += value;  // one group of the warp has the key: no other lane adds to sums[k]
+    else
+      atomicAdd(grad + start + key * N + k, value);
+  }
+};
+
 // A warp's stage: 32 rows of N values and the row's residual (slot N), N + 1 apart so
 // that the lanes' rows fall in distinct banks.
 template <int N> __device__ __forceinline__ int stage_slot(int row, int k) { return row * (N + 1) + k; }
@@ -255,12 +342,13 @@ __device__ void gather_rows(const T* rows, int key, T* stage) {
   }
 }
 
-// The gradient of a factor class: target[key * N + k] += the sum over the lanes with the
+// The gradient of a factor class: row key (from `start`) += the sum over the lanes with the
 // key of residual * other row[k] (`other`: the stage of the other class's rows, with the
 // residuals). Laid out as gather_rows reads: the lane for (row, k) of a group's leader
 // sums over the group in shared memory and adds once.
-template <typename T, int N>
-__device__ void add_row_gradient(T* target, unsigned peers, int key, const T* other) {
+template <typename T, int N, bool SKEWED>
+__device__ void add_row_gradient(Scatter<T, N, SKEWED>& scatter, const RowRun<T, N>& run, int start, unsigned peers,
+                                 int key, const T* other) {
   const int lane = threadIdx.x & 31;
   const bool leader = (peers & ((1u << lane) - 1)) == 0;
 #pragma unroll 1
@@ -274,22 +362,39 @@ __device__ void add_row_gradient(T* target, unsigned peers, int key, const T* ot
         const int j = __ffs(rest) - 1;
         sum += other[stage_slot<N>(j, N)] * other[stage_slot<N>(j, k)];
       }
-      atomicAdd(target + (long long)owner_key * N + k, sum);
+      scatter.add_row(run, start, owner_key, k, sum);
     }
   }
 }
 
-// Dynamic shared memory: two stages per warp, 2 * blockDim.x * (N + 1) values.
-template <typename T, int N, bool L1, bool WANT_F>
+// Dynamic shared memory: two stages per warp, 2 * blockDim.x * (N + 1) values; where
+// SKEWED, then the cache's SLOTS sums, two runs of N values per warp and the cache's SLOTS
+// int indices.
+template <typename T, int N, bool L1, bool WANT_F, bool SKEWED>
 __device__ void fused(const T* theta, const int* cov, const signed char* y, const short* w, long long n,
                       Offsets o, T* grad, T* partials) {
   extern __shared__ __align__(16) unsigned char shared[];
-  const int lane = threadIdx.x & 31;
-  T* stage_a = reinterpret_cast<T*>(shared) + (threadIdx.x >> 5) * 2 * 32 * (N + 1);  // th_MP rows
-  T* stage_b = stage_a + 32 * (N + 1);                                                 // th_PM rows
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  T* stage_a = reinterpret_cast<T*>(shared) + warp * 2 * 32 * (N + 1);  // th_MP rows
+  T* stage_b = stage_a + 32 * (N + 1);                                   // th_PM rows
+  Scatter<T, N, SKEWED> scatter;
+  scatter.grad = grad;
+  if (SKEWED) {
+    scatter.cache.sums = reinterpret_cast<T*>(shared) + 2 * blockDim.x * (N + 1);
+    scatter.run_a.sums = scatter.cache.sums + GradientCache<T>::SLOTS + warp * 2 * N;
+    scatter.run_b.sums = scatter.run_a.sums + N;
+    scatter.cache.indices = reinterpret_cast<int*>(scatter.cache.sums + GradientCache<T>::SLOTS + warps * 2 * N);
+    scatter.cache.clear();
+  }
   T intercept = 0, total = 0;
-  // The whole warp iterates together (base is uniform), as the shuffles need.
-  for (long long base = blockIdx.x * (long long)blockDim.x; base < n; base += (long long)gridDim.x * blockDim.x) {
+  // The whole block iterates together, the warps' shuffles then in convergent code (a
+  // bound that depends on the warp's index makes the compiler guard every shuffle against
+  // divergence: twice the instructions). The grid strides over the observations; skewed,
+  // each block takes a contiguous range (sorted data: long runs of one row).
+  const long long per_block = ((n + blockDim.x - 1) / blockDim.x + gridDim.x - 1) / gridDim.x * blockDim.x;
+  const long long first = SKEWED ? blockIdx.x * per_block : blockIdx.x * (long long)blockDim.x;
+  const long long end = SKEWED ? min(n, first + per_block) : n, step = SKEWED ? blockDim.x : (long long)gridDim.x * blockDim.x;
+  for (long long base = first; base < end; base += step) {
     const long long i = base + threadIdx.x;
     Observation<T, N, L1> obs;
     if (i < n) obs.read(theta, cov, y, w, n, i, o);
@@ -311,11 +416,21 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
     for (int c = 0; c < 5; ++c) {
       T sum;
       peers[c] = __match_any_sync(FULL_MASK, keys[c]);
-      if (warp_aggregate(peers[c], res, sum) && keys[c] >= 0) atomicAdd(grad + starts[c] + keys[c], sum);
+      if (warp_aggregate(peers[c], res, sum) && keys[c] >= 0) scatter.add(starts[c] + keys[c], sum);
+    }
+    if (SKEWED) {
+      scatter.run_a.follow(grad, o.mp, obs.m);
+      scatter.run_b.follow(grad, o.pm, obs.p);
     }
     __syncwarp();  // the residuals are in the stages
-    add_row_gradient<T, N>(grad + o.mp, peers[2], obs.m, stage_b);
-    add_row_gradient<T, N>(grad + o.pm, peers[4], obs.p, stage_a);
+    add_row_gradient<T, N, SKEWED>(scatter, scatter.run_a, o.mp, peers[2], obs.m, stage_b);
+    add_row_gradient<T, N, SKEWED>(scatter, scatter.run_b, o.pm, peers[4], obs.p, stage_a);
+    if (SKEWED) __syncwarp();  // the runs' sums are written
+  }
+  if (SKEWED) {
+    scatter.run_a.flush(grad, o.mp);
+    scatter.run_b.flush(grad, o.pm);
+    scatter.cache.flush(grad);
   }
   intercept = block_sum(intercept);
   if (threadIdx.x == 0) atomicAdd(grad, intercept);
@@ -342,10 +457,17 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
     grad_block<T, N, L1>(theta, cov, y, w, n, OFFSETS, grad);                                             \
   }                                                                                                       \
   extern "C" __global__ void CAP(64) admodel_grad_warp_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {           \
-    fused<T, N, L1, false>(theta, cov, y, w, n, OFFSETS, grad, nullptr);                                  \
+    fused<T, N, L1, false, false>(theta, cov, y, w, n, OFFSETS, grad, nullptr);                           \
   }                                                                                                       \
   extern "C" __global__ void CAP(64) admodel_fused_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad, T *partials) {  \
-    fused<T, N, L1, true>(theta, cov, y, w, n, OFFSETS, grad, partials);                                  \
+    fused<T, N, L1, true, false>(theta, cov, y, w, n, OFFSETS, grad, partials);                           \
+  }                                                                                                       \
+  extern "C" __global__ void CAP(64) admodel_grad_warp_skewed_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad) {    \
+    fused<T, N, L1, false, true>(theta, cov, y, w, n, OFFSETS, grad, nullptr);                            \
+  }                                                                                                       \
+  extern "C" __global__ void CAP(64) admodel_fused_skewed_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad,          \
+                                                                                   T *partials) {         \
+    fused<T, N, L1, true, true>(theta, cov, y, w, n, OFFSETS, grad, partials);                            \
   }
 
 ADMODEL_KERNELS(float, f32, 10, ldg, true)
