@@ -22,9 +22,10 @@
 //                           shared memory), not an element per lane
 //   admodel_fused_*         ours: grad_warp and the objective in one pass over the data
 //   admodel_*_skewed_*      grad_warp and fused for data whose popular levels occur in most
-//                           warps (gpu.py's hottest_share decides): each warp a contiguous
+//                           warps (gpu.py's hottest_share decides): each block a contiguous
 //                           range of observations, the entries a warp adds through a block's
 //                           cache in shared memory, a factor row kept per run of its key
+//                           (kernels/NOTES.md)
 
 #define FULL_MASK 0xffffffffu
 
