@@ -36,6 +36,23 @@ def test_kernels_agree_with_the_reference(dataset, layout, precision, op):
             assert ok, f"{variant} l1={l1} block={block}: {detail}"
 
 
+@pytest.mark.parametrize("layout", ["shuffled", "sorted"])
+@pytest.mark.parametrize("precision", ["f64", "f32"])
+def test_skewed_path_agrees_across_many_tiles_a_block(monkeypatch, layout, precision):
+    """real-like takes the skewed path; a grid of two blocks makes each block run many tiles,
+    so that row runs and the cache carry across tiles (at the tests' scale a full grid gives
+    each block one tile)."""
+    monkeypatch.setattr(gpu, "_grid", lambda observations, block: 2)
+    case = _case("real-like", layout, precision, "both")
+    assert gpu.upload(case["data"]).skewed
+    for variant in ("fused", "fused-bucketed"):
+        ok, detail = SUITE.agrees(case, SUITE.output(case, variant, "gpu"), 0.001)
+        assert ok, f"{variant}: {detail}"
+    case = _case("real-like", layout, precision, "gradient")
+    ok, detail = SUITE.agrees(case, SUITE.output(case, "grad-warp", "gpu"), 0.001)
+    assert ok, f"grad-warp: {detail}"
+
+
 def test_fused_objective_equals_the_objective_kernel_and_grad_warp_its_gradient():
     import cupy
 

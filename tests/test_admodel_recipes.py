@@ -150,6 +150,17 @@ def test_fused_copy_shows_the_profile_where_there_is_one():
     assert "Nsight Compute (bench profile): fused-bucketed: L2 64% of peak" in claim.ours(results).text
 
 
+def test_fused_copy_holds_only_when_both_datasets_reach_the_target():
+    claim = next(c for c in CLAIMS if c.id == "fused-copy")
+    rows = evaluations(THESIS_LIKE)  # fused-bucketed 0.7 of the copy bandwidth on both
+    assert claim.holds(claim.ours(FakeResults({"admodel": rows})).value)
+    assert claim.ours(FakeResults({"admodel": rows[rows["dataset"] == "sim"]})) is None  # real-like unmeasured
+    slow = rows["dataset"].eq("real-like") & rows["copy_frac"].notna()
+    rows.loc[slow, "copy_frac"] = rows.loc[slow, "copy_frac"] * 0.5
+    measured = claim.ours(FakeResults({"admodel": rows}))
+    assert not claim.holds(measured.value) and "real-like: fused-bucketed 0.35" in measured.text
+
+
 def test_every_claim_computes_on_the_committed_h200_results():
     directory = REPO / "results" / "nvidia-h200"
     if not (directory / "admodel.csv").exists():

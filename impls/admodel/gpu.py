@@ -85,7 +85,8 @@ def device_bytes(observations: int, parameters: int, itemsize: int) -> int:
 
 
 def _grid(observations: int, block: int) -> int:
-    """Blocks of a grid-stride launch: as many as the GPU holds at once, no more than needed."""
+    """Blocks of a launch: as many as the SMs' threads hold at once (fewer are resident where
+    registers or shared memory limit), no more than needed."""
     return max(1, min(-(-observations // block), multiprocessors() * (THREADS_PER_SM // block)))
 
 

@@ -282,8 +282,8 @@ template <typename T> struct GradientCache {
 };
 
 // RowRun: a warp's factor row being summed (N values of its own in shared memory) while
-// consecutive tiles end with the same key: sorted observations then add a popular
-// material's row once per run, not once per tile.
+// the warp's tiles (a block apart in its block's range) end with the same key: sorted
+// observations then add a popular material's row once per run of it, not once per tile.
 template <typename T, int N> struct RowRun {
   T* sums;
   int key = -1;  // warp-uniform
