@@ -29,8 +29,12 @@ class Frame:
         return self.df
 
 
-def _row(variant, m, n, batch, precision, space, us, peak_frac=None, error=1e-9):
+RUN = "20261101T000000Z-aaaaaa"
+
+
+def _row(variant, m, n, batch, precision, space, us, peak_frac=None, error=1e-9, run_id=RUN):
     return {"variant": variant, "device": "cpu" if variant == "numpy" else "gpu", "m": m, "n": n, "batch": batch,
+            "run_id": run_id,
             "precision": precision, "space": space, "repeat": 0, "call_s": us * 1e-6,
             "gflops": 2 * m * n * batch / (us * 1e3), "peak_frac": peak_frac, "max_rel_error": error,
             "fma_gflops": 60_000.0}
@@ -106,7 +110,7 @@ def _with_auto(df: pd.DataFrame, lag: float, at_log_1024: float) -> pd.DataFrame
     fastest = gpu.groupby(keys)["call_s"].min().reset_index()
     factor = [at_log_1024 if (space == "log" and m == 1024) else lag
               for space, m in zip(fastest["space"], fastest["m"])]
-    auto = fastest.assign(call_s=fastest["call_s"] * factor, variant="auto", device="gpu", repeat=0)
+    auto = fastest.assign(call_s=fastest["call_s"] * factor, variant="auto", device="gpu", repeat=0, run_id=RUN)
     return pd.concat([df, auto], ignore_index=True)
 
 
@@ -117,6 +121,20 @@ def test_auto_is_judged_against_the_fastest_variant_at_every_point(tmp_path):
     measured = CLAIM["auto-fastest"].ours(Frame(_with_auto(_frame(), 1.0, 1.3), tmp_path))
     assert not CLAIM["auto-fastest"].holds(measured.value) and measured.value == pytest.approx(1.3)
     assert "beyond 1.05x at 4:" in measured.text and "m = 1024, n = 1024" in measured.text  # 2 precisions, 2 batches
+
+
+def test_auto_is_judged_in_the_newest_run_that_measured_it(tmp_path):
+    """A later run where the whole machine was 1.5x slower: auto within 1.02x of strip in
+    it, 1.53x of the earlier run's strip, which pooling the runs would compare it with."""
+    point = ("f32", "lin", 1024, 256, 256)
+    early = [_row(variant, 256, 256, 1024, "f32", "lin", us) for variant, us in (("strip", 10), ("auto", 10.1))]
+    late = [_row(variant, 256, 256, 1024, "f32", "lin", us, run_id="20261102T000000Z-bbbbbb")
+            for variant, us in (("auto", 15.3), ("naive", 30))]
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(early + late), tmp_path))
+    assert measured.value == pytest.approx(15.3 / 30)  # strip did not run in the newest run: naive is the rival
+    late.append(_row("strip", *point[3:], point[2], *point[:2], 15, run_id="20261102T000000Z-bbbbbb"))
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(early + late), tmp_path))
+    assert measured.value == pytest.approx(1.02) and CLAIM["auto-fastest"].holds(measured.value)
 
 
 def test_claims_differ_where_fft_wins_and_strip_is_below_half_the_peak(tmp_path):

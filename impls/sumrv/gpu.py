@@ -265,32 +265,39 @@ def torch_conv1d(p, q, log: bool):
 # the FFT's shift by each vector's maximum loses the small outputs (a normwise error), so
 # only the direct kernels, whose error is componentwise, take part.
 AUTO_CANDIDATES = {False: ("strip", "naive", "skewdiag-det", "fft"), True: ("strip", "naive", "skewdiag-det")}
-AUTO_TRIES = 3  # timed calls of each candidate, after one to build and warm it
-_auto_choices: dict[tuple, str] = {}
+AUTO_TRIES = 3  # timed loops of each candidate, after one to build and warm it
+# Calls a timed loop: as many as keep batch x m x n x calls near AUTO_LOOP_TERMS, 1 to 8. A
+# small shape's call is its host's issue rate in a loop, which one call alone misjudges (it
+# picked strip over naive, 1.13x slower in a loop, at f64 log, batch 4096, m = n = 32).
+AUTO_LOOP_TERMS, AUTO_MAX_CALLS = 1 << 30, 8
+_auto_choices: dict[tuple, str] = {}  # by auto_key
 
 
 def auto_key(p, q, log: bool) -> tuple:
-    import cupy
-
-    return cupy.cuda.runtime.getDevice(), p.shape[0], p.shape[1], q.shape[1], p.dtype.str, log
+    """What auto's choice depends on (the GPU, the shapes, the dtype, the space), read from
+    the arrays' own attributes: auto pays for it on every call, so no runtime query."""
+    return p.data.device_id, p.shape, q.shape[1], p.dtype, log
 
 
 def auto_choice(p, q, log: bool) -> str:
     """The candidate auto calls for this shape, precision and space on this GPU: the
     fastest of AUTO_CANDIDATES, measured on the first call with such inputs (CUDA events,
-    the fastest of AUTO_TRIES calls each) and kept for the process, as cuDNN's benchmark
-    mode and triton's autotune do."""
+    the fastest of AUTO_TRIES loops of calls each) and kept for the process, as cuDNN's
+    benchmark mode and triton's autotune do."""
     key = auto_key(p, q, log)
-    if key not in _auto_choices:
-        batch, m, n = key[1:4]
+    choice = _auto_choices.get(key)
+    if choice is None:
+        (batch, m), n = p.shape, q.shape[1]
         fits = batch * (m + n) <= FFT_MAX_VALUES
         candidates = [c for c in AUTO_CANDIDATES[log] if c != "fft" or fits]
+        calls = max(1, min(AUTO_MAX_CALLS, AUTO_LOOP_TERMS // (batch * m * n)))
 
         def seconds(candidate: str) -> float:
-            return bench_peaks.fastest(lambda: VARIANTS[candidate](p, q, log), AUTO_TRIES)
+            method = VARIANTS[candidate]
+            return bench_peaks.fastest(lambda: [method(p, q, log) for _ in range(calls)], AUTO_TRIES)
 
-        _auto_choices[key] = min(candidates, key=seconds)
-    return _auto_choices[key]
+        choice = _auto_choices[key] = min(candidates, key=seconds)
+    return choice
 
 
 def auto(p, q, log: bool):
