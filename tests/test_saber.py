@@ -303,10 +303,15 @@ def test_stages_with_one_structure_draw_the_same_topics_and_the_suite_sweeps(tmp
     assert {"fig9-phases-by-stage-dataset-tiny-K-5.png", "fig9-phases-by-stage-dataset-tiny-K-70.png",
             "saber-throughput-vs-k.png"} <= names, names
     assert "fig10-tuning.png" not in names  # no axis of Figure 10 was swept
-    # G4 alone against its workers: Figure 10's panel (b), and neither Figure 9 (one stage) nor
-    # throughput against K (one K) for those points.
+    # G4 alone against its workers, resident (no tuning: Figure 10 is streamed), then within a
+    # budget: Figure 10's panel (b), and neither Figure 9 (one stage) nor throughput against K
+    # (one K) for those points.
     assert harness.sweep(harness.plan(SUITE, {"dataset": "tiny", "K": "5", "iterations": "1", "workers": "1,2"},
                                       "cpu", variant_names=["G4"]), settings) == 0
+    names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures", [SUITE])}
+    assert "fig10-tuning.png" not in names
+    assert harness.sweep(harness.plan(SUITE, {"dataset": "tiny", "K": "5", "iterations": "1", "workers": "1,2",
+                                              "memory": "1"}, "cpu", variant_names=["G4"]), settings) == 0
     names = {path.name for path in render_all(tmp_path / "results", tmp_path / "figures", [SUITE])}
     assert "fig10-tuning.png" in names
     assert not [name for name in names if "workers-1" in name], names

@@ -283,6 +283,38 @@ def test_table_4_from_the_profile():
     assert not verdict("SL9", Frames(profile=memory_bound))
 
 
+def real_corpora(rates: dict, chunks: int = 0) -> pd.DataFrame:
+    """saber rows on kos and nips at K = 1024, 100 iterations: rates[dataset] = G4's tokens/s,
+    G3 at 0.9 of it."""
+    return pd.concat([saber_rows({"G4": {"overlapped": 1e8 / rate}, "G3": {"sample": 1e8 / (0.9 * rate)}},
+                                 dataset=dataset, K=1024, chunks=chunks)
+                      for dataset, rate in rates.items()])
+
+
+def test_the_real_corpora_targets_take_the_codes_chunks_and_the_least_corpus():
+    met = Frames(saber=pd.concat([real_corpora({"kos": 1.5e9, "nips": 1.9e9}),
+                                  real_corpora({"kos": 0.5e9, "nips": 0.6e9}, chunks=4)]))
+    assert verdict("REALRATE", met)
+    assert claim("REALRATE").ours(met).text.startswith("kos: G4 1.50 G tokens/s (0.67 ms an iteration")
+    assert "4 chunks: G4 0.50 G" in claim("REALRATE").ours(met).text
+    short = Frames(saber=real_corpora({"kos": 1.5e9, "nips": 1.7e9}))  # nips below its 1.8 G
+    assert not verdict("REALRATE", short) and claim("REALRATE").ours(short).value == pytest.approx(1.7 / 1.8)
+    synthetic = real_corpora({"kos": 1.5e9}).assign(dataset="kos-synth")  # no target of its own
+    assert claim("REALRATE").ours(Frames(saber=synthetic)) is None
+
+
+def test_delayed_gibbs_is_held_to_g4_within_one_run():
+    def fit(run, g4, dg, dataset="kos"):
+        return pd.DataFrame([{"backend": "gpu", "dataset": dataset, "K": 1024, "iterations": 100, "gpus": 1,
+                              "variant": variant, "run_id": run, "tokens_per_s": rate}
+                             for variant, rate in (("G4", g4), ("delayed-gibbs", dg))])
+    runs = pd.concat([fit("r1", 1.0e9, 0.5e9), fit("r2", 1.0e9, 0.95e9), fit("r1", 2.0e9, 1.7e9, "nips")])
+    measured = claim("DGRATE").ours(Frames(fit=runs))
+    assert measured.value == pytest.approx(0.85) and not verdict("DGRATE", Frames(fit=runs))  # nips's 0.85
+    assert "kos: delayed-gibbs 0.95 G tokens/s, G4 1.00 G (0.95 of it)" in measured.text  # the newest run, r2
+    assert verdict("DGRATE", Frames(fit=pd.concat([fit("r1", 1.0e9, 0.5e9), fit("r2", 1.0e9, 0.95e9)])))
+
+
 @pytest.mark.skipif(not (COMMITTED / "saber.csv").exists(), reason="no committed H200 results")
 def test_every_claim_computes_on_the_committed_h200_results():
     results = Results(COMMITTED, {s.name: s for s in all_suites()})
