@@ -283,36 +283,51 @@ def test_table_4_from_the_profile():
     assert not verdict("SL9", Frames(profile=memory_bound))
 
 
-def real_corpora(rates: dict, chunks: int = 0) -> pd.DataFrame:
-    """saber rows on kos and nips at K = 1024, 100 iterations: rates[dataset] = G4's tokens/s,
-    G3 at 0.9 of it."""
-    return pd.concat([saber_rows({"G4": {"overlapped": 1e8 / rate}, "G3": {"sample": 1e8 / (0.9 * rate)}},
-                                 dataset=dataset, K=1024, chunks=chunks)
+def real_corpora(rates: dict, chunks: int = 0, **setting) -> pd.DataFrame:
+    """saber rows on kos and nips at K = 1024, 100 iterations, each with a DRAM floor of a
+    tenth of its time: rates[dataset] = G4's tokens/s, G3 at 0.9 of it."""
+    rows = pd.concat([saber_rows({"G4": {"overlapped": 1e8 / rate}, "G3": {"sample": 1e8 / (0.9 * rate)}},
+                                 dataset=dataset, K=1024, chunks=chunks, **setting)
                       for dataset, rate in rates.items()])
+    return rows.assign(floor_s=rows["seconds"] / 10, floor_frac=0.1, bound="dram")
 
 
 def test_the_real_corpora_targets_take_the_codes_chunks_and_the_least_corpus():
     met = Frames(saber=pd.concat([real_corpora({"kos": 1.5e9, "nips": 1.9e9}),
                                   real_corpora({"kos": 0.5e9, "nips": 0.6e9}, chunks=4)]))
     assert verdict("REALRATE", met)
-    assert claim("REALRATE").ours(met).text.startswith("kos: G4 1.50 G tokens/s (0.67 ms an iteration")
-    assert "4 chunks: G4 0.50 G" in claim("REALRATE").ours(met).text
+    text = claim("REALRATE").ours(met).text
+    assert text.startswith("K = 1024, 100 iterations, resident: kos: G4 1.50 G tokens/s (0.67 ms an iteration, "
+                           "its floor (dram) 0.10 of that; target 1.40 G), G3 1.35 G; 4 chunks: G4 0.50 G")
     short = Frames(saber=real_corpora({"kos": 1.5e9, "nips": 1.7e9}))  # nips below its 1.8 G
     assert not verdict("REALRATE", short) and claim("REALRATE").ours(short).value == pytest.approx(1.7 / 1.8)
-    synthetic = real_corpora({"kos": 1.5e9}).assign(dataset="kos-synth")  # no target of its own
+    # Other settings are not the targets': a streamed run, a scaled corpus, other workers
+    others = pd.concat([real_corpora({"nips": 0.5e9}, memory=1.0), real_corpora({"nips": 0.5e9}, scale=0.5),
+                        real_corpora({"nips": 0.5e9}, workers=2)])
+    assert claim("REALRATE").ours(Frames(saber=pd.concat([met.frame("saber"), others]))).value \
+        == pytest.approx(1.9 / 1.8)  # nips, as without them
+    only_kos = Frames(saber=real_corpora({"kos": 1.5e9}))  # nips not measured: no verdict yet
+    assert claim("REALRATE").ours(only_kos) is None
+    synthetic = real_corpora({"kos": 1.5e9, "nips": 1.9e9}).assign(dataset="kos-synth")  # no target of its own
     assert claim("REALRATE").ours(Frames(saber=synthetic)) is None
 
 
 def test_delayed_gibbs_is_held_to_g4_within_one_run():
-    def fit(run, g4, dg, dataset="kos"):
-        return pd.DataFrame([{"backend": "gpu", "dataset": dataset, "K": 1024, "iterations": 100, "gpus": 1,
-                              "variant": variant, "run_id": run, "tokens_per_s": rate}
+    def fit(run, g4, dg, dataset="kos", **setting):
+        base = {"backend": "gpu", "dataset": dataset, "scale": 1.0, "K": 1024, "iterations": 100, "eval_every": 100,
+                "chunks": 0, "workers": 4, "memory": 0.0, "gpus": 1, "run_id": run, **setting}
+        return pd.DataFrame([{**base, "variant": variant, "tokens_per_s": rate, "resident": 1}
                              for variant, rate in (("G4", g4), ("delayed-gibbs", dg))])
     runs = pd.concat([fit("r1", 1.0e9, 0.5e9), fit("r2", 1.0e9, 0.95e9), fit("r1", 2.0e9, 1.7e9, "nips")])
     measured = claim("DGRATE").ours(Frames(fit=runs))
     assert measured.value == pytest.approx(0.85) and not verdict("DGRATE", Frames(fit=runs))  # nips's 0.85
-    assert "kos: delayed-gibbs 0.95 G tokens/s, G4 1.00 G (0.95 of it)" in measured.text  # the newest run, r2
+    assert "kos (K = 1024, 100 iterations, resident): delayed-gibbs 0.95 G tokens/s, G4 1.00 G (0.95 of it)" \
+        in measured.text  # the newest run, r2
     assert verdict("DGRATE", Frames(fit=pd.concat([fit("r1", 1.0e9, 0.5e9), fit("r2", 1.0e9, 0.95e9)])))
+    # One run, two settings: each setting's own G4 (a newer streamed run is not the target's)
+    split = pd.concat([fit("r2", 1.0e9, 0.95e9), fit("r3", 1.0e9, 0.5e9, memory=1.0),
+                       fit("r3", 1.0e9, 0.5e9, scale=0.5)])
+    assert claim("DGRATE").ours(Frames(fit=split)).value == pytest.approx(0.95)
 
 
 @pytest.mark.skipif(not (COMMITTED / "saber.csv").exists(), reason="no committed H200 results")

@@ -126,15 +126,22 @@ def test_auto_is_judged_against_the_fastest_variant_at_every_point(tmp_path):
 def test_auto_is_judged_in_the_newest_run_that_measured_it(tmp_path):
     """A later run where the whole machine was 1.5x slower: auto within 1.02x of strip in
     it, 1.53x of the earlier run's strip, which pooling the runs would compare it with."""
-    point = ("f32", "lin", 1024, 256, 256)
-    early = [_row(variant, 256, 256, 1024, "f32", "lin", us) for variant, us in (("strip", 10), ("auto", 10.1))]
-    late = [_row(variant, 256, 256, 1024, "f32", "lin", us, run_id="20261102T000000Z-bbbbbb")
-            for variant, us in (("auto", 15.3), ("naive", 30))]
-    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(early + late), tmp_path))
-    assert measured.value == pytest.approx(15.3 / 30)  # strip did not run in the newest run: naive is the rival
-    late.append(_row("strip", *point[3:], point[2], *point[:2], 15, run_id="20261102T000000Z-bbbbbb"))
-    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(early + late), tmp_path))
+    def row(variant, us, run_id=RUN):
+        return _row(variant, 256, 256, 1024, "f32", "lin", us, run_id=run_id)
+    late = "20261102T000000Z-bbbbbb"
+    early = [row("strip", 10), row("auto", 10.1)]
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(early + [row("auto", 15.3, late), row("strip", 15, late)]),
+                                          tmp_path))
     assert measured.value == pytest.approx(1.02) and CLAIM["auto-fastest"].holds(measured.value)
+    # No run measured auto beside both strip and naive: the newest, its absent rival named
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(early + [row("auto", 15.3, late), row("naive", 30, late)]),
+                                          tmp_path))
+    assert measured.value == pytest.approx(15.3 / 30) and "(absent: strip)" in measured.text
+    # A newer run that measured fewer rivals is passed over for the one that measured them all
+    complete = [row("strip", 10), row("naive", 20), row("auto", 10.1)]
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(complete + [row("auto", 15.3, late), row("naive", 30, late)]),
+                                          tmp_path))
+    assert measured.value == pytest.approx(1.01) and "absent" not in measured.text
 
 
 def test_claims_differ_where_fft_wins_and_strip_is_below_half_the_peak(tmp_path):

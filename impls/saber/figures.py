@@ -118,12 +118,17 @@ TUNING = (("chunks", "(a) chunks", "paper, one worker: more chunks, slower"),
           ("threads", "(c) threads per block", "paper: 256 best at every K"))
 
 
+def tuning_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Figure 10's rows (and its claims'): G4 streamed, within a memory budget."""
+    return df[(df["variant"] == "G4") & (df["memory"] > 0)]
+
+
 def _tuning_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list[Path]:
     """Figure 10: G4's tokens/s against each tuning axis, a line per (K, memory budget)
     wherever the axis took several values with the others fixed; threads 0 (the suite's
     choice) is drawn as "auto". Streamed runs only (a memory budget), as the paper's: the
     real-corpora recipe's resident chunks 0 and 4 are no tuning."""
-    rows = df[(df["variant"] == "G4") & (df["memory"] > 0)]
+    rows = tuning_rows(df)
     panels = []
     for axis, title, paper in TUNING:
         fixed = [k for k in keys if k not in (axis, "K", "memory")]

@@ -24,8 +24,8 @@ from impls.saber import figures
 
 SETTING = ("dataset", "scale", "K", "iterations", "chunks", "workers", "memory", "threads", "gpus")
 PAPER_CORPUS = ("nytimes-synth", "nytimes")  # the paper's Figures 9 and 10 train on NYTimes
-# The real corpora's targets (G4, default settings, K = REAL_K, 100 iterations): about twice
-# a public CUDA collapsed Gibbs sampler measured on an H100 (not by this suite).
+# The real corpora's targets (G4, REAL_SETTING below): about twice a public CUDA collapsed
+# Gibbs sampler measured on an H100, not by this suite (the REALRATE claim says so).
 REAL_K = 1024
 REAL_TARGETS = {"kos": 1.4e9, "nips": 1.8e9}
 
@@ -335,62 +335,73 @@ def _g4_throughput(results) -> Measured | None:
 
 
 DG_SLACK = 0.9  # delayed-gibbs's tokens/s at least this share of G4's
+# The targets' settings, the suite's defaults on one GPU (chunks varies: 0, the code's choice,
+# against the former default of 4)
+REAL_SETTING = {"K": REAL_K, "iterations": 100, "scale": 1.0, "memory": 0.0, "workers": 4, "threads": 0, "gpus": 1}
 
 
 def _real_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """GPU rows on a real corpus with a target, at K = REAL_K, 100 iterations, one GPU."""
+    """GPU rows on a corpus with a target, at REAL_SETTING (the keys the suite has)."""
     df = _gpu(df)
     if df.empty:
         return df
-    return df[df["dataset"].isin(REAL_TARGETS) & (df["K"] == REAL_K) & (df["iterations"] == 100)
-              & (df.get("gpus", 1) == 1)]
+    keep = df["dataset"].isin(REAL_TARGETS)
+    for key, value in REAL_SETTING.items():
+        if key in df:
+            keep &= df[key] == value
+    return df[keep]
 
 
 def _real_rate(results) -> Measured | None:
     """G4's tokens/s with the code's chunks over each real corpus's target (the least of
-    them), beside G3, the former default of 4 chunks and each run's floor."""
+    them; None unless every corpus with a target was measured), beside G3, the former
+    default of 4 chunks and the floor of each."""
     rows = _real_rows(results.frame("saber"))
-    if rows.empty or not (rows["variant"] == "G4").any():
+    if rows.empty or set(rows.loc[(rows["chunks"] == 0) & (rows["variant"] == "G4"), "dataset"]) != set(REAL_TARGETS):
         return None
     ratios, parts = [], []
     for dataset, corpus in rows.groupby("dataset"):
-        default = corpus[corpus["chunks"] == 0]
-        if not (default["variant"] == "G4").any():
-            continue
-        rate = _median(default, "G4")
+        (setting, g4), = _settings(corpus[(corpus["chunks"] == 0) & (corpus["variant"] == "G4")])
+        rate = float(g4["tokens_per_s"].median())
         ratios.append(rate / REAL_TARGETS[dataset])
-        g4 = default[default["variant"] == "G4"]
-        iteration_ms = 1e3 * g4["seconds"].median() / 100
-        text = f"{dataset}: G4 {_g(rate)} tokens/s ({iteration_ms:.2f} ms an iteration"
-        if "floor_s" in g4 and g4["floor_s"].notna().any():
-            text += f", its floor ({g4['bound'].mode().iloc[0]}) {g4['floor_frac'].median():.2f} of that"
-        text += f"; target {_g(REAL_TARGETS[dataset])})"
-        if (default["variant"] == "G3").any():
-            text += f", G3 {_g(_median(default, 'G3'))}"
-        four = corpus[corpus["chunks"] == 4]
-        if (four["variant"] == "G4").any():
-            text += f"; 4 chunks: G4 {_g(_median(four, 'G4'))}"
+        text = (f"{dataset}: G4 {_g(rate)} tokens/s ({1e3 * g4['seconds'].median() / setting['iterations']:.2f} ms "
+                f"an iteration{_floor(g4)}; target {_g(REAL_TARGETS[dataset])})")
+        g3 = corpus[(corpus["chunks"] == 0) & (corpus["variant"] == "G3")]
+        if not g3.empty:
+            text += f", G3 {_g(g3['tokens_per_s'].median())}"
+        four = corpus[(corpus["chunks"] == 4) & (corpus["variant"] == "G4")]
+        if not four.empty:
+            text += f"; 4 chunks: G4 {_g(four['tokens_per_s'].median())}"
         parts.append(text)
-    if not ratios:
-        return None
-    return Measured(min(ratios), "; ".join(parts))
+    return Measured(min(ratios), f"{_where(setting, g4, base=setting)}: " + "; ".join(parts))
+
+
+def _floor(rows: pd.DataFrame) -> str:
+    """", its floor (the binding ceiling) a share of the time", where the rows carry one."""
+    rows = rows.dropna(subset=["floor_frac"]) if "floor_frac" in rows else rows.iloc[:0]
+    if rows.empty:
+        return ""
+    return f", its floor ({rows['bound'].mode().iloc[0]}) {rows['floor_frac'].median():.2f} of that"
 
 
 def _delayed_gibbs_rate(results) -> Measured | None:
-    """delayed-gibbs's tokens/s over G4's in the same saber-fit run (medians over repeats),
-    on each real corpus: the least share, from the newest run that measured both."""
+    """delayed-gibbs's tokens/s over G4's in one saber-fit setting and run (medians over
+    repeats) on each real corpus: the least share, each from the newest run that measured
+    both."""
     rows = _real_rows(results.frame("saber-fit"))
     if rows.empty:
         return None
     shares, parts = [], []
     for dataset, corpus in rows.groupby("dataset"):
-        runs = [(run, r) for run, r in corpus.groupby("run_id") if {"G4", "delayed-gibbs"} <= set(r["variant"])]
-        if not runs:
+        both = [(setting, r) for setting, r in _settings(corpus, (*SETTING, "eval_every", "run_id"))
+                if {"G4", "delayed-gibbs"} <= set(r["variant"])]
+        if not both:
             continue
-        run, r = max(runs, key=lambda item: item[0])
+        setting, r = max(both, key=lambda item: item[0]["run_id"])
         dg, g4 = _median(r, "delayed-gibbs"), _median(r, "G4")
         shares.append(dg / g4)
-        parts.append(f"{dataset}: delayed-gibbs {_g(dg)} tokens/s, G4 {_g(g4)} ({dg / g4:.2f} of it)")
+        parts.append(f"{dataset} ({_where(setting, r, base=setting)}): delayed-gibbs {_g(dg)} tokens/s, G4 {_g(g4)} "
+                     f"({dg / g4:.2f} of it)")
     if not shares:
         return None
     return Measured(min(shares), "; ".join(parts))
@@ -469,13 +480,13 @@ def _table2_l(results) -> Measured | None:
 
 
 def _tuning_lines(results, axis: str) -> list[tuple[dict, pd.Series]]:
-    """(the line's setting, median tokens/s by the axis's value) for every G4 line along `axis`."""
+    """(the line's setting, median tokens/s by the axis's value) for every streamed G4 line along
+    `axis` (Figure 10's)."""
     df = _gpu(results.frame("saber"))
     if df.empty:
         return []
-    rows = df[df["variant"] == "G4"]
     lines = []
-    for setting, line in _settings(rows, [k for k in SETTING if k != axis]):
+    for setting, line in _settings(figures.tuning_rows(df), [k for k in SETTING if k != axis]):
         if line[axis].nunique() > 1:
             lines.append((setting, line.groupby(axis)["tokens_per_s"].median()))
     return sorted(lines, key=lambda item: (item[0]["K"], item[0]["memory"]))
@@ -884,17 +895,20 @@ CLAIMS = (
           why="a small corpus or few iterations leave fixed costs (pre-processing, launches) a larger share; the "
               "first iterations hold more non-zeros per document than later ones.", recipe="fig9"),
     Claim("REALRATE", f"(our target, not the paper's) G4 with the default settings on the real corpora, K = {REAL_K}, "
-          "100 iterations: kos at least 1.4 G tokens/s and nips at least 1.8 G (about twice the best public GPU "
-          "LDA measured beside it on an H100)", _real_rate, holds=lambda share: share >= 1,
-          rule="G4's median tokens/s with chunks 0 (the code's choice) at least its corpus's target on every real "
-               "corpus measured",
-          why="a kos iteration moves a few tens of MB, microseconds of bandwidth: its time is the sampling "
-              "kernel's latency-bound work on 0.47M tokens and the fixed cost of its launches, not bytes (the floor "
-              "fraction).", recipe="real-corpora"),
-    Claim("DGRATE", "(our target, not the paper's) delayed-gibbs, the sampler we recommend, within 10% of G4's "
-          "throughput on the real corpora", _delayed_gibbs_rate, holds=lambda share: share >= DG_SLACK,
-          rule=f"delayed-gibbs's median tokens/s at least {DG_SLACK} of G4's in the same saber-fit run on every "
-               "real corpus measured",
+          f"{REAL_SETTING['iterations']} iterations: "
+          + " and ".join(f"{corpus} at least {_g(rate)} tokens/s" for corpus, rate in REAL_TARGETS.items())
+          + " (about twice a public CUDA collapsed Gibbs sampler measured on an H100, not by this suite)",
+          _real_rate, holds=lambda share: share >= 1,
+          rule="G4's median tokens/s with chunks 0 (the code's choice), resident, on one GPU, at least its "
+               "corpus's target on every corpus with one (the least ratio; none until all are measured)",
+          why="not profiled on these corpora: each iteration's floor (its bytes over the DRAM bandwidth, its "
+              "launches times the empty-launch spacing, measured in the run) is the share shown of it; G3's phases "
+              "(Figure 9) put most of the rest in the sampling kernel.", recipe="real-corpora"),
+    Claim("DGRATE", f"(our target, not the paper's) delayed-gibbs, the sampler we recommend, within "
+          f"{1 - DG_SLACK:.0%} of G4's throughput on the real corpora", _delayed_gibbs_rate,
+          holds=lambda share: share >= DG_SLACK,
+          rule=f"delayed-gibbs's median tokens/s at least {DG_SLACK} of G4's in the same saber-fit run and setting "
+               "on every real corpus measured",
           why="delayed-gibbs leaves each token's own topic out of A, B and n_k by an exact one-topic correction, "
               "work that G4 does not do.", recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "

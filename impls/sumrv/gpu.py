@@ -273,6 +273,12 @@ AUTO_LOOP_TERMS, AUTO_MAX_CALLS = 1 << 30, 8
 _auto_choices: dict[tuple, str] = {}  # by auto_key
 
 
+def loop_calls(terms: int, loop_terms: int, most: int) -> int:
+    """Calls of a timed loop of calls of `terms` products each: about loop_terms in all, 1 to
+    `most` (a small call is its host's issue rate, seen only in a loop)."""
+    return max(1, min(most, loop_terms // terms))
+
+
 def auto_key(p, q, log: bool) -> tuple:
     """What auto's choice depends on (the GPU, the shapes, the dtype, the space), read from
     the arrays' own attributes: auto pays for it on every call, so no runtime query."""
@@ -290,11 +296,15 @@ def auto_choice(p, q, log: bool) -> str:
         (batch, m), n = p.shape, q.shape[1]
         fits = batch * (m + n) <= FFT_MAX_VALUES
         candidates = [c for c in AUTO_CANDIDATES[log] if c != "fft" or fits]
-        calls = max(1, min(AUTO_MAX_CALLS, AUTO_LOOP_TERMS // (batch * m * n)))
+        calls = loop_calls(batch * m * n, AUTO_LOOP_TERMS, AUTO_MAX_CALLS)
 
         def seconds(candidate: str) -> float:
             method = VARIANTS[candidate]
-            return bench_peaks.fastest(lambda: [method(p, q, log) for _ in range(calls)], AUTO_TRIES)
+
+            def loop():  # each output freed as the next is made
+                for _ in range(calls):
+                    method(p, q, log)
+            return bench_peaks.fastest(loop, AUTO_TRIES)
 
         choice = _auto_choices[key] = min(candidates, key=seconds)
     return choice

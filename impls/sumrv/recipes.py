@@ -156,15 +156,26 @@ AUTO_SLACK = 1.05  # the most auto may lag the fastest variant by (issue: never 
 
 def _auto_fastest(results) -> Measured | None:
     """auto's median time per call over the fastest other GPU variant's, at every point
-    where auto ran, each measured in one run (the newest with auto at that point: runs of
-    one code may differ by more than the slack): the worst ratio, and the points beyond
+    where auto ran, each measured in one run (runs of one code may differ by more than the
+    slack): the newest run with auto and every variant measured at that point, else the
+    newest with auto, its absent rivals named. The worst ratio, and the points beyond
     AUTO_SLACK."""
     df = _gpu(results.frame(SUITE))
     if df.empty or "auto" not in set(df["variant"]):
         return None
     keys = ["space", "precision", "batch", "m", "n"]
-    times = df.groupby(keys + ["run_id", "variant"])["call_s"].median().unstack("variant").dropna(subset=["auto"])
-    times = times.sort_index(level="run_id").groupby(level=keys).tail(1).droplevel("run_id")
+    medians = df.groupby(keys + ["run_id", "variant"])["call_s"].median().unstack("variant")
+    chosen, absent = [], {}
+    for key, runs in medians.groupby(level=keys):
+        runs = runs.dropna(subset=["auto"]).dropna(axis=1, how="all").sort_index(level="run_id")
+        if runs.empty:
+            continue
+        complete = runs.dropna()
+        newest = (complete if not complete.empty else runs).iloc[-1]
+        if complete.empty:
+            absent[key] = sorted(newest.index[newest.isna()])
+        chosen.append(newest.rename(key))
+    times = pd.DataFrame(chosen)
     others = times.drop(columns="auto")
     best, winner = others.min(axis=1), others.idxmin(axis=1)
     ratio = (times["auto"] / best).dropna()
@@ -182,6 +193,9 @@ def _auto_fastest(results) -> Measured | None:
     if len(behind):
         text += (f"; beyond {AUTO_SLACK}x at {len(behind)}: "
                  + "; ".join(f"{point(key)}: {ratio[key]:.2f}x {winner[key]}" for key in behind.index))
+    if absent:
+        text += ("; no run measured auto beside every variant at " + "; ".join(
+            f"{point(key)} (absent: {', '.join(variants)})" for key, variants in absent.items()))
     return Measured(float(ratio[worst]), text)
 
 

@@ -263,7 +263,7 @@ class SumrvSuite(Suite):
             return Workload(p, q, p, q, log, reference, 1)
         import cupy
 
-        calls = min(MAX_CALLS, max(1, CALL_TERMS // (batch * m * n)))
+        calls = gpu.loop_calls(batch * m * n, CALL_TERMS, MAX_CALLS)
         return Workload(cupy.asarray(p), cupy.asarray(q), p, q, log, reference, calls)
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
