@@ -39,13 +39,18 @@ def test_uniforms_are_in_the_open_closed_unit_interval_and_keyed_by_token_and_it
 
 
 @pytest.mark.parametrize("size", [1, 31, 32, 33, 64, 100, 1025])
-def test_chunked_scan_and_warp_sum_are_exact_on_dyadic_values(size):
+def test_chunked_scan_and_lane_scan_are_exact_on_dyadic_values(size):
     values = dyadic_weights(np.random.default_rng(size), size)
     out = np.empty(padded(size) + W, np.float32)  # a padded tail holds the total
     structures.chunked_scan(values, out)
     exact = np.cumsum(values.astype(np.float64))
     assert np.array_equal(out[:size], exact) and np.all(out[size:] == exact[-1])
-    assert structures.warp_sum(values, size) == exact[-1]
+    structures.chunked_scan(values, out, np.float32(0.5))  # from a carry
+    assert np.array_equal(out[:size], exact + 0.5)
+    lanes = np.empty(W, np.float32)
+    structures.lane_scan(values, size, lanes)
+    by_lane = np.array([values[lane::W].astype(np.float64).sum() for lane in range(W)])
+    assert np.array_equal(lanes, np.cumsum(by_lane)) and lanes[-1] == exact[-1]
 
 
 def _tree(weights):
@@ -134,24 +139,39 @@ def test_segmented_count_and_the_global_sort_rebuild_the_same_counts(topics):
 
 
 def test_sparse_branch_draws_the_exact_inverse_cdf_non_zero():
+    """The inverse CDF of the non-zeros in lane order (lane l holds non-zeros l, l + 32, ...),
+    whatever their number: one lane, part of a warp, several chunks of a lane."""
     rng = np.random.default_rng(3)
-    topics, nnz = 200, 75
-    a_idx = np.sort(rng.choice(topics, nnz, replace=False)).astype(np.int32)
-    a_val = rng.integers(1, 5, nnz).astype(np.int32)
-    bhat_v = dyadic_weights(rng, topics) + np.float32(0.125)
+    topics = 2200
     products = np.empty(topics, np.float32)
-    prefix = np.empty(padded(topics), np.float32)
-    exact = np.cumsum(a_val * bhat_v[a_idx].astype(np.float64))
-    for u2 in rng.random(100).astype(np.float32):
-        k = model.sparse_draw(a_idx, a_val, 0, nnz, bhat_v, np.float32(0), np.float32(1), np.float32(0.5), u2,
-                              products, prefix)
-        assert k == a_idx[np.searchsorted(exact, u2 * np.float32(exact[-1]), side="left")]
+    prefix = np.empty(W + padded(-(-topics // W)), np.float32)
+    for nnz in (1, 5, 32, 75, 2100):
+        a_idx = np.sort(rng.choice(topics, nnz, replace=False)).astype(np.int32)
+        a_val = rng.integers(1, 5, nnz).astype(np.int32)
+        bhat_v = dyadic_weights(rng, topics) + np.float32(0.125)
+        in_lanes = np.concatenate([np.arange(lane, nnz, W) for lane in range(W)])
+        exact = np.cumsum((a_val * bhat_v[a_idx].astype(np.float64))[in_lanes])
+        for u2 in rng.random(100).astype(np.float32):
+            k = model.sparse_draw(a_idx, a_val, 0, nnz, bhat_v, np.float32(0), np.float32(1), np.float32(0.5), u2,
+                                  products, prefix)
+            assert k == a_idx[in_lanes[np.searchsorted(exact, u2 * np.float32(exact[-1]), side="left")]]
+        # The own topic left out: its product (A_d,own - 1) bhat_own, in its place in lane order
+        at, bhat_own = rng.integers(nnz), np.float32(0.25)
+        left_out = a_val * bhat_v[a_idx].astype(np.float64)
+        left_out[at] = (a_val[at] - 1) * bhat_own
+        exact = np.cumsum(left_out[in_lanes])
+        for u2 in rng.random(100).astype(np.float32):
+            k = model.sparse_draw(a_idx, a_val, 0, nnz, bhat_v, np.float32(0), np.float32(1), np.float32(0.5), u2,
+                                  products, prefix, a_idx[at], bhat_own)
+            if exact[-1] > 0:
+                assert k == a_idx[in_lanes[np.searchsorted(exact, u2 * np.float32(exact[-1]), side="left")]]
     # x on a prefix sum exactly: that non-zero, not the next (equal products 1/2, u2 = j / 64)
     ones, halves = np.ones(64, np.int32), np.full(topics, 0.5, np.float32)
+    in_lanes = np.concatenate([np.arange(lane, 64, W) for lane in range(W)])
     for j in range(1, 65):
         k = model.sparse_draw(a_idx[:64], ones, 0, 64, halves, np.float32(0), np.float32(1), np.float32(0.5),
                               np.float32(j / 64), products, prefix)
-        assert k == a_idx[j - 1]
+        assert k == a_idx[in_lanes[j - 1]]
 
 
 def _one_document(a_idx, a_val, bhat_v, tokens):

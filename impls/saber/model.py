@@ -22,7 +22,7 @@ from bench.backend import gpu_array_module, to_host
 from bench.errors import BenchError
 from impls.saber import philox
 from impls.saber.structures import (LEVEL3, MAX_TOPICS, W, alias_sample, build_alias, build_tree, chunked_scan,
-                                    padded, segmented_count, tree_sample, warp_sum)
+                                    lane_scan, padded, segmented_count, tree_sample, vote)
 
 BETA = np.float32(0.01)
 STRUCTURES = ("alias", "tree")  # G0, G1: alias; G2-G4: tree
@@ -142,25 +142,35 @@ def preprocess(bhat: np.ndarray, kind: str) -> Structures:
 @numba.njit(cache=True)
 def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, products, prefix, own=-1,
                 bhat_own=np.float32(0.0)) -> int:
-    """Fig. 5 with its bugs fixed: the products A_dk B^_vk, their warp sum S, the branch
-    u1 (S + Q) < S, then the first non-zero whose chunked prefix sum reaches u2 S (the
-    last where rounding leaves none); -1 for the word's structure. With the token's own
-    topic `own` left out, its product is (A_d,own - 1) bhat_own and total_v is the
-    corrected mass (own_topic_correction)."""
+    """Fig. 5 with its bugs fixed, its search ours: the products A_dk B^_vk, their lane
+    scan (lane_scan: lane l holds non-zeros l, l + 32, ...), S its last value, the branch
+    u1 (S + Q) < S, then, for x = u2 S, the first lane whose scan reaches x (the last lane
+    with non-zeros where none does) and within it, its non-zeros' chunked prefix sum from
+    the lanes before, the first that reaches x (its last where rounding leaves none): one
+    chunk's scan for up to 1024 non-zeros, where the paper scans them all. -1 for the
+    word's structure. With the token's own topic `own` left out, its product is
+    (A_d,own - 1) bhat_own and total_v is the corrected mass (own_topic_correction).
+    Scratch: products of nnz floats, prefix of W + padded(nnz / W) floats."""
     nnz = stop - start
     for i in range(nnz):
         k = a_idx[start + i]
         products[i] = np.float32(a_val[start + i] - 1) * bhat_own if k == own else \
             np.float32(a_val[start + i]) * bhat_v[k]
-    s = warp_sum(products, nnz)
+    lanes = prefix[:W]
+    lane_scan(products, nnz, lanes)
+    s = lanes[W - 1]
     if not u1 * (s + alpha * total_v) < s:
         return -1
     x = u2 * s
-    chunked_scan(products[:nnz], prefix[:padded(nnz)])
-    for i in range(nnz):
-        if prefix[i] >= x:
-            return a_idx[start + i]
-    return a_idx[stop - 1]
+    lane = min(vote(lanes, 0, x), nnz - 1)
+    base = lanes[lane - 1] if lane > 0 else np.float32(0)
+    mine = products[lane:nnz:W]
+    walk = prefix[W:W + padded(mine.size)]
+    chunked_scan(mine, walk, base)
+    for i in range(mine.size):
+        if walk[i] >= x:
+            return a_idx[start + lane + i * W]
+    return a_idx[start + lane + (mine.size - 1) * W]
 
 
 @numba.njit(cache=True)
@@ -207,7 +217,7 @@ def _e_step(order, doc_of, words, a_ptr, a_idx, a_val, bhat, alpha, totals, tree
     without_own = own_topics.size > 0
     for block in numba.prange(-(-order.size // E_STEP_BLOCK)):
         products = np.empty(bhat.shape[1], np.float32)
-        prefix = np.empty(padded(bhat.shape[1]), np.float32)
+        prefix = np.empty(W + padded(-(-bhat.shape[1] // W)), np.float32)
         for i in range(block * E_STEP_BLOCK, min(order.size, (block + 1) * E_STEP_BLOCK)):
             t = order[i]
             d, v = doc_of[t], words[t]

@@ -1,6 +1,6 @@
 """SaberLDA's sampling structures as a warp computes them, with its 32 lanes emulated, in
 float32 (numba): the chunked prefix sum (a Hillis-Steele scan of 32 values, then the
-carry of the chunks before), the warp sum (lane partials, then an xor butterfly), the
+carry of the chunks before), the lane scan (lane partials, then their Hillis-Steele scan), the
 warp vote (the first lane whose value reaches x), the W-ary tree of Fig. 6-7 (W = 32,
 four levels, up to 32^3 = 32,768 topics) and Vose's alias table (G0, G1). The GPU
 kernels do the same float operations in the same order, so that with the same uniforms
@@ -17,7 +17,6 @@ W = 32
 LEVEL3 = W * W  # nodes of the third level, padded
 MAX_TOPICS = W * W * W
 OFFSETS = (1, 2, 4, 8, 16)  # the Hillis-Steele steps of a warp's inclusive scan
-BUTTERFLY = (16, 8, 4, 2, 1)
 
 
 @numba.njit(cache=True)
@@ -26,15 +25,15 @@ def padded(size: int) -> int:
 
 
 @numba.njit(cache=True)
-def chunked_scan(values, out):
-    """out[i] = values[0] + ... + values[i] in float32, as a warp computes it: for each
-    chunk of 32 an inclusive Hillis-Steele scan (lane l adds lane l - o for o = 1, 2, 4,
-    8, 16), then the carry (the last prefix of the chunk before) added. out may be longer
-    than values (padding): its tail holds the last prefix, out[values.size - 1]. (Not the
-    scan's lane 31: padded with zeros, it groups the last chunk's sums differently and can
-    end an ulp above the last prefix, where a draw of u = 1 would land past the values.)"""
+def chunked_scan(values, out, carry=np.float32(0)):
+    """out[i] = carry + values[0] + ... + values[i] in float32, as a warp computes it: for
+    each chunk of 32 an inclusive Hillis-Steele scan (lane l adds lane l - o for o = 1, 2,
+    4, 8, 16), then the carry (the last prefix of the chunk before; `carry` for the first)
+    added. out may be longer than values (padding): its tail holds the last prefix,
+    out[values.size - 1]. (Not the scan's lane 31: padded with zeros, it groups the last
+    chunk's sums differently and can end an ulp above the last prefix, where a draw of
+    u = 1 would land past the values.)"""
     lanes = np.empty(W, np.float32)
-    carry = np.float32(0)
     for start in range(0, out.size, W):
         for lane in range(W):
             lanes[lane] = values[start + lane] if start + lane < values.size else np.float32(0)
@@ -59,17 +58,16 @@ def vote(values, start, x) -> int:
 
 
 @numba.njit(cache=True)
-def warp_sum(values, count):
-    """sum(values[:count]) as a warp adds it: lane l sums values l, l + 32, ... in order,
-    then an xor butterfly (every lane ends with the same float)."""
-    lanes = np.zeros(W, np.float32)
+def lane_scan(values, count, lanes):
+    """The lane partials of values[:count] (lane l sums values l, l + 32, ... in order) and
+    their inclusive Hillis-Steele scan, into lanes[0:32]: lanes[31] is the warp's sum, and
+    lane l's values lie between lanes[l - 1] and lanes[l]."""
+    lanes[:] = 0
     for i in range(count):
         lanes[i % W] += values[i]
-    for offset in BUTTERFLY:
-        swapped = lanes.copy()
-        for lane in range(W):
-            lanes[lane] = swapped[lane] + swapped[lane ^ offset]
-    return lanes[0]
+    for offset in OFFSETS:
+        for lane in range(W - 1, offset - 1, -1):
+            lanes[lane] = lanes[lane] + lanes[lane - offset]
 
 
 # W-ary tree: L4 the prefix sums of the weights (padded to a multiple of W), L3 every

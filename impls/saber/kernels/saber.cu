@@ -12,9 +12,9 @@
 //   saber_topic_totals  n_k, the column sums of B
 //   saber_build_aliases a thread per word: Vose's alias table, built sequentially as the
 //                       paper's G0 does and the twin does (its two stacks share one array)
-//   saber_sample_*      the E-step of one chunk (Fig. 5, bugs fixed): the sparse part over
-//                       the non-zeros of A_d, else the word's tree (G2-G4, _tree) or alias
-//                       table (G0, G1, _alias); a warp per token in document order (G0), or
+//   saber_sample_*      the E-step of one chunk (Fig. 5, bugs fixed, its search ours): the sparse
+//                       part over the non-zeros of A_d (the lanes' sums, then one lane's
+//                       non-zeros), else the word's tree (G2-G4, _tree) or alias table (G0, G1, _alias); a warp per token in document order (G0), or
 //                       (_by_word, G1 on) a block per segment of one word with B^_v in
 //                       shared memory (_by_word_global: short segments, B^_v in global memory);
 //                       given the denominators of B^, the tree stages' draw leaves each token's
@@ -62,13 +62,6 @@ __device__ __forceinline__ float warp_scan(float x) {
     const float neighbour = __shfl_up_sync(FULL_MASK, x, offset);
     if (lane >= offset) x = __fadd_rn(x, neighbour);
   }
-  return x;
-}
-
-// The lane partials, then an xor butterfly: every lane ends with the same float.
-__device__ __forceinline__ float warp_butterfly(float x) {
-#pragma unroll
-  for (int offset = 16; offset; offset >>= 1) x = __fadd_rn(x, __shfl_xor_sync(FULL_MASK, x, offset));
   return x;
 }
 
@@ -277,36 +270,53 @@ __device__ __forceinline__ float product(const Chunk& c, int j, const float* bha
   return k == own.topic ? __fmul_rn(float(c.a_val[j] - 1), own.bhat) : __fmul_rn(float(c.a_val[j]), bhat_v[k]);
 }
 
-// The topic of the token at position p (Fig. 5, bugs fixed), the whole warp together, with
-// B^_v read from bhat_v (global memory or the block's copy): the sparse part over the
-// non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1). With `denominator`
-// (n_k + V beta; the tree only) the token's own topic, z[p], is left out of its draw.
+// A warp's lane scan of the products of document d, word v, own topic `own` (-1: counted):
+// the next token of the same three (a word's tokens of one document lie side by side in
+// PDOW order) draws from the same sums, bit for bit, without computing them again.
+struct SparseSums {
+  int d = -1, v = -1, own = -2;
+  float lanes = 0.0f;
+};
+
+// The topic of the token at position p (Fig. 5, bugs fixed, its search ours: model.sparse_draw),
+// the whole warp together, with B^_v read from bhat_v (global memory or the block's copy): the
+// sparse part over the non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1).
+// With `denominator` (n_k + V beta; the tree only) the token's own topic, z[p], is left out of
+// its draw. `sums`: the warp's last lane scan, reused where it applies, else replaced.
 template <typename Structure>
 __device__ int draw(const Chunk& c, int p, int v, const float* bhat_v, float alpha, float total,
                     const float* denominator, const int* z, const Structure& structure, unsigned seed,
-                    unsigned iteration) {
+                    unsigned iteration, SparseSums& sums) {
   const int lane = threadIdx.x & 31;
   const Own own = own_topic(denominator, z, p, bhat_v, total);
   const int d = c.doc_of[p];
   const uint4 r = philox4x32(make_uint4(unsigned(c.first_token + p), iteration, 0u, 0u), make_uint2(seed, 0u));
   const float u1 = to_uniform(r.x), u2 = to_uniform(r.y);
   const int start = c.a_start[d], stop = start + c.a_count[d];
-  // S: lane l adds the products l, l + 32, ... in order, then the butterfly.
-  float partial = 0.0f;
-  for (int j = start + lane; j < stop; j += W) partial = __fadd_rn(partial, product(c, j, bhat_v, own));
-  const float s = warp_butterfly(partial);
+  // S: lane l adds the products l, l + 32, ... in order; the lanes' inclusive scan; S its last.
+  if (sums.d != d || sums.v != v || sums.own != own.topic) {
+    float partial = 0.0f;
+    for (int j = start + lane; j < stop; j += W) partial = __fadd_rn(partial, product(c, j, bhat_v, own));
+    sums = SparseSums{d, v, own.topic, warp_scan(partial)};
+  }
+  const float lanes = sums.lanes;
+  const float s = __shfl_sync(FULL_MASK, lanes, W - 1);
   if (!(__fmul_rn(u1, __fadd_rn(s, __fmul_rn(alpha, own.mass))) < s)) return structure.draw(v, u2, own);
-  // The first non-zero whose chunked prefix sum reaches u2 S; the last where none does.
+  // x = u2 S: the first lane whose scan reaches x (the last with non-zeros where none does),
+  // then its non-zeros' chunked prefix sum from the lanes before it, the first to reach x
+  // (its last where none does): one chunk for up to 1024 non-zeros.
   const float x = __fmul_rn(u2, s);
-  float carry = 0.0f;
-  for (int chunk = start; chunk < stop; chunk += W) {
-    const int j = chunk + lane;
-    const float prefix = __fadd_rn(warp_scan(j < stop ? product(c, j, bhat_v, own) : 0.0f), carry);
-    const unsigned ballot = __ballot_sync(FULL_MASK, j < stop && prefix >= x);
-    if (ballot) return c.a_idx[chunk + __ffs(ballot) - 1];
+  const int l = min(warp_vote(lanes, x), stop - start - 1), first = start + l, count = (stop - first + W - 1) / W;
+  const float before = __shfl_sync(FULL_MASK, lanes, max(l - 1, 0));
+  float carry = l ? before : 0.0f;
+  for (int chunk = 0; chunk < count; chunk += W) {
+    const int i = chunk + lane;
+    const float prefix = __fadd_rn(warp_scan(i < count ? product(c, first + i * W, bhat_v, own) : 0.0f), carry);
+    const unsigned ballot = __ballot_sync(FULL_MASK, i < count && prefix >= x);
+    if (ballot) return c.a_idx[first + (chunk + __ffs(ballot) - 1) * W];
     carry = __shfl_sync(FULL_MASK, prefix, W - 1);
   }
-  return c.a_idx[stop - 1];
+  return c.a_idx[first + (count - 1) * W];
 }
 
 // G0: a warp per token in document order, B^_v read from global memory.
@@ -315,18 +325,19 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
                                 const float* totals, const float* denominator, const Structure& structure,
                                 unsigned seed, unsigned iteration, int* z) {
   const int warps = (gridDim.x * blockDim.x) >> 5;
+  SparseSums sums;
   for (int p = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < tokens; p += warps) {
     const int v = c.words[p];
     const int k = draw(c, p, v, bhat + (long long)v * topics, alpha, totals[v], denominator, z, structure, seed,
-                       iteration);
+                       iteration, sums);
     if ((threadIdx.x & 31) == 0) z[p] = k;
   }
 }
 
 // G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
 // order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
-// the segments taken), then a warp per token
-// of the segment. Staged: the block first copies B^_v to shared memory (dynamic shared
+// the segments taken), then each warp a contiguous share of the segment's tokens, a token at a
+// time (so that a document's tokens of the word share one lane scan). Staged: the block first copies B^_v to shared memory (dynamic shared
 // memory: topics floats); otherwise (segments too short to pay for the copy, run without
 // shared memory at full occupancy) its warps read B^_v in global memory.
 template <typename Structure, bool Staged>
@@ -337,6 +348,7 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
   extern __shared__ float staged_bhat_v[];
   __shared__ int taken;
   const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  SparseSums sums;
   for (;;) {
     if (threadIdx.x == 0) taken = first_segment + atomicAdd(next, 1);
     __syncthreads();
@@ -350,9 +362,10 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
       __syncthreads();
     }
     const float total = totals[v];
-    for (int i = first + warp; i < stop; i += warps) {
+    const int share = (stop - first + warps - 1) / warps, mine = first + warp * share;
+    for (int i = mine; i < min(mine + share, stop); ++i) {
       const int p = by_word[i];
-      const int k = draw(c, p, v, bhat_v, alpha, total, denominator, z, structure, seed, iteration);
+      const int k = draw(c, p, v, bhat_v, alpha, total, denominator, z, structure, seed, iteration, sums);
       if ((threadIdx.x & 31) == 0) z[p] = k;
     }
     __syncthreads();  // the staged B^_v and taken are read before the next segment overwrites them
