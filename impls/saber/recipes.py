@@ -361,18 +361,18 @@ def _real_rate(results) -> Measured | None:
         return None
     ratios, parts = [], []
     for dataset, corpus in rows.groupby("dataset"):
-        (setting, g4), = _settings(corpus[(corpus["chunks"] == 0) & (corpus["variant"] == "G4")])
-        rate = float(g4["tokens_per_s"].median())
+        default, four = corpus[corpus["chunks"] == 0], corpus[corpus["chunks"] == 4]
+        (setting, g4), = _settings(default[default["variant"] == "G4"])
+        rate = _median(g4, "G4")
         ratios.append(rate / REAL_TARGETS[dataset])
         text = (f"{dataset}: G4 {_g(rate)} tokens/s ({1e3 * g4['seconds'].median() / setting['iterations']:.2f} ms "
                 f"an iteration{_floor(g4)}; target {_g(REAL_TARGETS[dataset])})")
-        g3 = corpus[(corpus["chunks"] == 0) & (corpus["variant"] == "G3")]
-        if not g3.empty:
-            text += f", G3 {_g(g3['tokens_per_s'].median())}"
-        four = corpus[(corpus["chunks"] == 4) & (corpus["variant"] == "G4")]
-        if not four.empty:
-            text += f"; 4 chunks: G4 {_g(four['tokens_per_s'].median())}"
+        if (default["variant"] == "G3").any():
+            text += f", G3 {_g(_median(default, 'G3'))}"
+        if (four["variant"] == "G4").any():
+            text += f"; 4 chunks: G4 {_g(_median(four, 'G4'))}"
         parts.append(text)
+    # The setting every corpus shares (REAL_SETTING), its corpus left out (base: the same)
     return Measured(min(ratios), f"{_where(setting, g4, base=setting)}: " + "; ".join(parts))
 
 

@@ -25,6 +25,15 @@ def padded(size: int) -> int:
 
 
 @numba.njit(cache=True)
+def warp_scan(lanes):
+    """The inclusive Hillis-Steele scan of 32 lanes, in place: lane l adds lane l - o for
+    o = 1, 2, 4, 8, 16 (downwards, so that each lane adds its neighbour's old value)."""
+    for offset in OFFSETS:
+        for lane in range(W - 1, offset - 1, -1):
+            lanes[lane] = lanes[lane] + lanes[lane - offset]
+
+
+@numba.njit(cache=True)
 def chunked_scan(values, out, carry=np.float32(0)):
     """out[i] = carry + values[0] + ... + values[i] in float32, as a warp computes it: for
     each chunk of 32 an inclusive Hillis-Steele scan (lane l adds lane l - o for o = 1, 2,
@@ -37,9 +46,7 @@ def chunked_scan(values, out, carry=np.float32(0)):
     for start in range(0, out.size, W):
         for lane in range(W):
             lanes[lane] = values[start + lane] if start + lane < values.size else np.float32(0)
-        for offset in OFFSETS:
-            for lane in range(W - 1, offset - 1, -1):  # downwards: each lane adds its neighbour's old value
-                lanes[lane] = lanes[lane] + lanes[lane - offset]
+        warp_scan(lanes)
         for lane in range(W):
             out[start + lane] = lanes[lane] + carry
         carry = out[start + W - 1]
@@ -65,9 +72,7 @@ def lane_scan(values, count, lanes):
     lanes[:] = 0
     for i in range(count):
         lanes[i % W] += values[i]
-    for offset in OFFSETS:
-        for lane in range(W - 1, offset - 1, -1):
-            lanes[lane] = lanes[lane] + lanes[lane - offset]
+    warp_scan(lanes)
 
 
 # W-ary tree: L4 the prefix sums of the weights (padded to a multiple of W), L3 every

@@ -14,7 +14,8 @@
 //                       paper's G0 does and the twin does (its two stacks share one array)
 //   saber_sample_*      the E-step of one chunk (Fig. 5, bugs fixed, its search ours): the sparse
 //                       part over the non-zeros of A_d (the lanes' sums, then one lane's
-//                       non-zeros), else the word's tree (G2-G4, _tree) or alias table (G0, G1, _alias); a warp per token in document order (G0), or
+//                       non-zeros), else the word's tree (G2-G4, _tree) or alias table (G0,
+//                       G1, _alias); a warp per token in document order (G0), or
 //                       (_by_word, G1 on) a block per segment of one word with B^_v in
 //                       shared memory (_by_word_global: short segments, B^_v in global memory);
 //                       given the denominators of B^, the tree stages' draw leaves each token's
@@ -337,8 +338,8 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
 // G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
 // order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
 // the segments taken), then each warp a contiguous share of the segment's tokens, a token at a
-// time (so that a document's tokens of the word share one lane scan). Staged: the block first copies B^_v to shared memory (dynamic shared
-// memory: topics floats); otherwise (segments too short to pay for the copy, run without
+// time (so that a document's tokens of the word share one lane scan). Staged: the block first
+// copies B^_v to shared memory (dynamic shared memory: topics floats); otherwise (segments too short to pay for the copy, run without
 // shared memory at full occupancy) its warps read B^_v in global memory.
 template <typename Structure, bool Staged>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
