@@ -10,7 +10,7 @@ from scipy.stats import chisquare
 
 from bench.errors import BenchError
 from impls.saber import model, philox, structures
-from impls.saber.structures import LEVEL3, W, padded
+from impls.saber.structures import W, level3_size, padded
 
 TOPIC_COUNTS = [*range(1, 71), 1000, 1024, 1025, 32768]
 
@@ -55,7 +55,7 @@ def test_chunked_scan_and_lane_scan_are_exact_on_dyadic_values(size):
 
 def _tree(weights):
     l4 = np.empty(padded(weights.size), np.float32)
-    l3 = np.empty(LEVEL3, np.float32)
+    l3 = np.empty(level3_size(weights.size), np.float32)
     l2 = np.empty(W, np.float32)
     total = structures.build_tree(weights, l4, l3, l2)
     return total, l4, l3, l2
@@ -79,6 +79,20 @@ def test_tree_levels_point_at_the_last_prefix_of_each_group():
     total, l4, l3, l2 = _tree(weights)
     assert l3[0] == l4[31] == 32 and l3[1] == l4[63]  # Fig. 6's listing reads L4[-1] here
     assert np.all(l3[3000 // 32 + 1:] == total) and l2[0] == l3[31] and l2[W - 1] == total == 3000
+
+
+@pytest.mark.parametrize("topics", [1, 100, 1000, 1024, 3000, 32768])
+def test_the_compact_third_level_draws_what_one_padded_to_w_squared_draws(topics):
+    # L3 holds level3_size nodes (32 at K = 1024), where the paper's fix pads it to W^2.
+    weights = dyadic_weights(np.random.default_rng(topics), topics)
+    total, l4, l3, l2 = _tree(weights)
+    assert l3.size % W == 0 and l3.size * W >= l4.size and l3.size <= W * W
+    wide3, wide2 = np.empty(W * W, np.float32), np.empty(W, np.float32)
+    assert structures.build_tree(weights, np.empty_like(l4), wide3, wide2) == total
+    assert np.array_equal(wide2, l2) and np.array_equal(wide3[:l3.size], l3)
+    points = np.random.default_rng(1).random(500) * total * 1.01  # some past the total
+    for x in np.concatenate([points, [total, np.nextafter(total, np.float32(np.inf))]]).astype(np.float32):
+        assert structures.tree_sample(l4, l3, l2, x) == structures.tree_sample(l4, wide3, wide2, x)
 
 
 def test_a_draw_at_the_total_stays_below_k():

@@ -12,7 +12,7 @@ import numpy as np
 
 from bench.backend import device_attribute, multiprocessors, raw_kernel
 from impls.saber.model import BETA, Structures, alpha_of, check_without_own
-from impls.saber.structures import LEVEL3, W, padded
+from impls.saber.structures import W, level3_size, padded
 
 KERNEL_SOURCE = files("impls.saber") / "kernels" / "saber.cu"  # package data (pyproject.toml)
 BLOCK = 256  # threads: 8 warps, a warp per word or token
@@ -88,7 +88,8 @@ def allocate(vocabulary: int, topics: int, kind: str) -> Model:
     totals = cupy.empty(vocabulary, cupy.float32)
     if kind == "tree":
         structures = Structures("tree", totals, cupy.empty((vocabulary, padded(topics)), cupy.float32),
-                                cupy.empty((vocabulary, LEVEL3), cupy.float32), cupy.empty((vocabulary, W), cupy.float32))
+                                cupy.empty((vocabulary, level3_size(topics)), cupy.float32),
+                                cupy.empty((vocabulary, W), cupy.float32))
         stacks = None
     else:
         structures = Structures("alias", totals, cupy.empty((vocabulary, topics), cupy.float32),
@@ -206,28 +207,32 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     staged = int(np.count_nonzero(chunk.segment_sizes >= staged_block // W))
     segments = int(chunk.segment_sizes.size)
     shared = topics * 4
-    for suffix, first, last, block, shared_mem, per_sm, counter in (
-            ("_by_word", 0, staged, staged_block, shared, _blocks_per_sm(shared, staged_block), counters[0:]),
-            ("_by_word_global", staged, segments, global_block, 0, 2048 // global_block, counters[1:])):
+    for suffix, first, last, block, shared_mem, counter in (
+            ("_by_word", 0, staged, staged_block, shared, counters[0:]),
+            ("_by_word_global", staged, segments, global_block, 0, counters[1:])):
         if first == last:
             continue
+        suffix += "_wide" if block > WORD_BLOCK else ""  # the kernels for blocks of up to WORD_BLOCK hold 40 registers
         kernel = raw_kernel(KERNEL_SOURCE, name + suffix)
         if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
             kernel.max_dynamic_shared_size_bytes = shared_mem
-        blocks = min(last - first, multiprocessors() * per_sm)
+        blocks = min(last - first, multiprocessors() * _blocks_per_sm(shared_mem, block, kernel.num_regs))
         _launch(name + suffix, (blocks,), (block,), (
             *common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule, np.int32(first), np.int32(last), counter,
             np.uint32(seed), np.uint32(iteration), chunk.z), shared_mem=shared_mem)
 
 
-def _blocks_per_sm(shared: int, threads: int) -> int:
-    """Blocks of `threads` an SM holds with `shared` bytes each (threads or shared memory)."""
-    per_sm = device_attribute("MaxSharedMemoryPerMultiprocessor")
-    return max(1, min(2048 // threads, per_sm // (shared + 1024)))  # 1 KiB the runtime reserves per block
+def _blocks_per_sm(shared: int, threads: int, registers: int = 0) -> int:
+    """Blocks of `threads` an SM holds with `shared` bytes and `registers` a thread each
+    (threads, shared memory or registers: 64K an SM, given a warp in steps of 256)."""
+    shared_per_sm = device_attribute("MaxSharedMemoryPerMultiprocessor")
+    by_registers = 65536 // (-(-registers * W // 256) * 256 * (threads // W)) if registers else 2048
+    return max(1, min(2048 // threads, shared_per_sm // (shared + 1024), by_registers))  # 1 KiB reserved a block
 
 
 # Threads of a block per word segment: 512 ran kos and nips 1.1-1.6x faster than 256 (H100,
-# K = 100 and 1024; 1024 was slower on nips), and nytimes-synth as fast.
+# K = 100 and 1024; 1024 was slower on nips), and nytimes-synth as fast. Blocks of up to
+# 512 run the kernels bounded for three an SM (saber.cu); larger ones the _wide kernels.
 WORD_BLOCK = 512
 
 

@@ -21,8 +21,8 @@ import numpy as np
 from bench.backend import gpu_array_module, to_host
 from bench.errors import BenchError
 from impls.saber import philox
-from impls.saber.structures import (LEVEL3, MAX_TOPICS, W, alias_sample, build_alias, build_tree, chunked_scan,
-                                    lane_scan, padded, segmented_count, tree_sample, vote)
+from impls.saber.structures import (MAX_TOPICS, W, alias_sample, build_alias, build_tree, chunked_scan,
+                                    lane_scan, level3_size, padded, segmented_count, tree_sample, vote)
 
 BETA = np.float32(0.01)
 STRUCTURES = ("alias", "tree")  # G0, G1: alias; G2-G4: tree
@@ -101,7 +101,7 @@ class Structures:
     kind: str
     totals: np.ndarray  # float32 [V]
     level4: np.ndarray  # tree: float32 [V, padded K]; alias: probabilities [V, K]
-    level3: np.ndarray  # tree: float32 [V, W^2]; alias: int32 aliases [V, K]
+    level3: np.ndarray  # tree: float32 [V, level3_size(K)]; alias: int32 aliases [V, K]
     level2: np.ndarray  # tree: float32 [V, W]; alias: unused
 
     @property
@@ -129,7 +129,7 @@ def preprocess(bhat: np.ndarray, kind: str) -> Structures:
     totals = np.empty(vocabulary, np.float32)
     if kind == "tree":
         l4 = np.empty((vocabulary, padded(topics)), np.float32)
-        l3 = np.empty((vocabulary, LEVEL3), np.float32)
+        l3 = np.empty((vocabulary, level3_size(topics)), np.float32)
         l2 = np.empty((vocabulary, W), np.float32)
         _build_trees(bhat, totals, l4, l3, l2)
         return Structures(kind, totals, l4, l3, l2)

@@ -7,7 +7,8 @@ arrays stay on the device (resident); otherwise they live in pinned host memory 
 copied in and out of a slot per worker every iteration (streaming). G0-G3 take the chunks
 one after another on one stream, each phase timed; G4 gives them to `workers` CUDA
 streams, so that one chunk's copies overlap another's kernels, and is timed as a whole
-(its phase "overlapped").
+(its phase "overlapped"); with one chunk on one GPU there is nothing to overlap, and G4
+runs as G3 (the streams' events cost kos 7% an iteration, H200).
 
 On several GPUs (data parallel) each GPU holds a contiguous share of the chunks, its z and
 A, and counts its own tokens into its own B; every iteration the GPUs sum their B's
@@ -29,7 +30,7 @@ import numpy as np
 
 from bench.errors import BenchError
 from impls.saber import gpu, model
-from impls.saber.structures import LEVEL3, W, padded
+from impls.saber.structures import W, level3_size, padded
 
 GIB = 2**30
 # Device bytes per token of a chunk on the device: its layout (doc_of, words, by_word and at
@@ -47,7 +48,7 @@ def model_bytes(vocabulary: int, topics: int) -> int:
     """B, B^, n_k and its denominators, and the larger of the two structures (alias:
     probabilities, aliases and the build's stacks; tree: its three levels; the totals)."""
     dense = vocabulary * topics * 4
-    tree = vocabulary * (padded(topics) + LEVEL3 + W) * 4
+    tree = vocabulary * (padded(topics) + level3_size(topics) + W) * 4
     return 2 * dense + topics * 12 + vocabulary * 4 + max(3 * dense, tree)
 
 
@@ -375,7 +376,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
                         gpu.preprocess(shard.b, structure, shard.model)
                 if len(shards) > 1:
                     _wait_for(shards)
-            if workers == 1 and len(shards) == 1:
+            if len(shards) == 1 and (workers == 1 or len(shards[0].chunks) == 1):  # nothing to overlap
                 for position in range(len(shards[0].chunks)):
                     step(shards[0], position, iteration, ctx.phase)
             else:

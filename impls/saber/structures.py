@@ -7,14 +7,15 @@ kernels do the same float operations in the same order, so that with the same un
 they draw the same topics.
 
 Fig. 6's bugs fixed: L3[i] = L4[(i + 1) W - 1] (the listing reads L4[i W - 1], index -1
-at i = 0), likewise L2; L4 padded to a multiple of W and L3 to W^2 with the running
-total; a vote that finds no lane (x above the total by rounding) takes the last lane."""
+at i = 0), likewise L2; L4 padded to a multiple of W and L3 to a multiple of W (not to
+W^2: at K = 1024 that wrote 32 times L3's nodes) with the running total; a vote that finds
+no lane (x above the total by rounding) takes the last lane, and one past L3's nodes the
+last chunk."""
 
 import numba
 import numpy as np
 
 W = 32
-LEVEL3 = W * W  # nodes of the third level, padded
 MAX_TOPICS = W * W * W
 OFFSETS = (1, 2, 4, 8, 16)  # the Hillis-Steele steps of a warp's inclusive scan
 
@@ -22,6 +23,12 @@ OFFSETS = (1, 2, 4, 8, 16)  # the Hillis-Steele steps of a warp's inclusive scan
 @numba.njit(cache=True)
 def padded(size: int) -> int:
     return (size + W - 1) // W * W
+
+
+@numba.njit(cache=True)
+def level3_size(topics: int) -> int:
+    """Nodes of the tree's third level: one per chunk of W topics, padded to a multiple of W."""
+    return padded(padded(topics) // W)
 
 
 @numba.njit(cache=True)
@@ -76,25 +83,24 @@ def lane_scan(values, count, lanes):
 
 
 # W-ary tree: L4 the prefix sums of the weights (padded to a multiple of W), L3 every
-# W-th of them (padded to W^2), L2 every W-th of L3 (W nodes), L1 = L2[W - 1] the total.
+# W-th of them (level3_size nodes), L2 every W-th of L3 (W nodes), each padded with the
+# total, L1 = L2[W - 1] the total.
 @numba.njit(cache=True)
 def build_tree(weights, l4, l3, l2):
     chunked_scan(weights, l4)
     total = l4[l4.size - 1]
-    for i in range(LEVEL3):
+    for i in range(l3.size):
         l3[i] = l4[(i + 1) * W - 1] if (i + 1) * W <= l4.size else total
     for j in range(W):
-        l2[j] = l3[(j + 1) * W - 1]
+        l2[j] = l3[(j + 1) * W - 1] if (j + 1) * W <= l3.size else total
     return l2[W - 1]
 
 
 @numba.njit(cache=True)
 def tree_sample(l4, l3, l2, x) -> int:
     """The first k whose prefix sum reaches x: three votes, top down."""
-    off3 = vote(l2, 0, x) * W
-    off4 = (off3 + vote(l3, off3, x)) * W
-    if off4 >= l4.size:  # x above the total by rounding: the last chunk
-        off4 = l4.size - W
+    off3 = min(vote(l2, 0, x) * W, l3.size - W)  # x above the total by rounding: the last chunk
+    off4 = min((off3 + vote(l3, off3, x)) * W, l4.size - W)
     return off4 + vote(l4, off4, x)
 
 

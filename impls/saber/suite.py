@@ -8,7 +8,8 @@ shared memory), alias, sort; G2 PDOW, W-ary tree, sort; G3 PDOW, tree, segmented
 as G3 on the CPU. The topics do not depend on the order (counter-based uniforms per token),
 so G0 and G1 draw the same topics, and G2, G3 and G4 the same. Each iteration is timed by
 phase: preprocess (B^ and the structures), transfer (chunks in and out, when streaming),
-sample (the E-step), rebuild (A and B from z); G4's chunks as one phase, overlapped.
+sample (the E-step), rebuild (A and B from z); G4's chunks as one phase, overlapped (one
+chunk on one GPU: as G3's).
 """
 
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
 from bench.timing import RunContext
 from impls.saber import gpu, model, stream
 from impls.saber.recipes import CLAIMS, RECIPES
-from impls.saber.structures import LEVEL3, MAX_TOPICS, W, padded
+from impls.saber.structures import MAX_TOPICS, W, level3_size, padded
 
 STAGES = {  # variant: (PDOW order, structure, rebuild by SSC, asynchronous workers)
     "G0": (False, "alias", False, False),
@@ -210,7 +211,7 @@ class SaberSuite(Suite):
         pdow, structure = STAGES[row["variant"]][:2]
         vocabulary, topics, tokens, documents = work.vocabulary, work.topics, work.tokens, work.doc_ptr.size - 1
         dense = vocabulary * topics * 4
-        structures = vocabulary * (padded(topics) + LEVEL3 + W + 1) * 4 if structure == "tree" else 2 * dense
+        structures = vocabulary * (padded(topics) + level3_size(topics) + W + 1) * 4 if structure == "tree" else 2 * dense
         token_reads = (4 if pdow else 3) + 2  # doc_of, word, (by_word,) z written; then z and word by the rebuild
         non_zeros = row["final_kd_mean"] * documents
         footprint = (4 * dense + structures + work.used_words * topics * 4 + tokens * token_reads * 4

@@ -7,8 +7,8 @@
 //   saber_preprocess_*  a warp per word: B^_v from B_v (which it zeroes) and n_k (the first warp
 //                       writes the denominators n_k + V beta), its chunked prefix
 //                       sums and the word's total; _tree keeps the sums as the tree's L4 (padded
-//                       to a multiple of W with the total), L3 every W-th (padded to W^2), L2
-//                       every W-th of L3
+//                       to a multiple of W with the total), L3 every W-th and L2 every W-th of
+//                       L3 (each padded likewise: level3_size)
 //   saber_topic_totals  n_k, the column sums of B
 //   saber_build_aliases a thread per word: Vose's alias table, built sequentially as the
 //                       paper's G0 does and the twin does (its two stacks share one array)
@@ -30,7 +30,9 @@
 
 #define FULL_MASK 0xffffffffu
 #define W 32
-#define LEVEL3 (W * W)
+
+// L3's nodes for L4's `padded` (structures.level3_size): a multiple of W, at most W^2.
+__device__ __forceinline__ int level3_size(int padded) { return (padded / W + W - 1) / W * W; }
 
 // ---------------------------------------------------------------------------
 // Philox4x32-10 (Salmon et al., SC 2011) and the twin's map of a word to (0, 1].
@@ -78,8 +80,8 @@ __device__ __forceinline__ int warp_vote(float value, float x) {
 // sums of B^_v, padded to a multiple of W with the last prefix, which is the word's total.
 // (Not lane 31's: padded with zeros, the scan groups the last chunk's sums differently and
 // can end an ulp above it, where a draw of u = 1 would land past topic K - 1.) Tree: the
-// prefix sums are L4, then L3 = every W-th of L4 (padded to W^2), L2 = every W-th of L3.
-// l4: [V, padded], l3: [V, LEVEL3], l2: [V, W].
+// prefix sums are L4, then L3 = every W-th of L4, L2 = every W-th of L3, padded with the total.
+// l4: [V, padded], l3: [V, level3_size(padded)], l2: [V, W].
 template <bool Tree>
 __device__ void preprocess_word(int* b, const unsigned long long* topic_counts, float vocabulary_beta, float beta,
                                 int vocabulary, int topics, int padded, float* denominator, float* bhat, float* l4,
@@ -91,29 +93,44 @@ __device__ void preprocess_word(int* b, const unsigned long long* topic_counts, 
   float* bhat_v = bhat + v * topics;
   float* out4 = Tree ? l4 + v * padded : nullptr;
   float carry = 0.0f;
-#pragma unroll 4  // several chunks' loads in flight: the scan's carry is the only dependence
-  for (int start = 0; start < padded; start += W) {
-    const int k = start + lane;
-    float weight = 0.0f;
-    if (k < topics) {
+  // GROUP chunks' loads first, then their scans: the stores between one chunk's loads and the
+  // next's kept one chunk's loads in flight (the compiler cannot tell the arrays apart), and
+  // the kernel ran at a third of the DRAM bandwidth, waiting on its loads (kos, H200).
+  constexpr int GROUP = 8;
+  for (int group = 0; group < padded; group += GROUP * W) {
+    int count[GROUP];
+    float denominator_k[GROUP];
+#pragma unroll
+    for (int i = 0; i < GROUP; ++i) {
+      const int k = group + i * W + lane;
+      count[i] = k < topics ? b_v[k] : 0;
       // n_k + V beta as the twin rounds it: float32(n_k) + float32(V) * beta
-      const float denominator_k = __fadd_rn(__ll2float_rn((long long)topic_counts[k]), vocabulary_beta);
-      if (v == 0) denominator[k] = denominator_k;
-      weight = __fdiv_rn(__fadd_rn(__int2float_rn(b_v[k]), beta), denominator_k);
-      bhat_v[k] = weight;
-      b_v[k] = 0;
+      denominator_k[i] = k < topics ? __fadd_rn(__ll2float_rn((long long)topic_counts[k]), vocabulary_beta) : 1.0f;
     }
-    float prefix = __fadd_rn(warp_scan(weight), carry);
-    carry = __shfl_sync(FULL_MASK, prefix, start + W < padded ? W - 1 : (topics - 1) & (W - 1));
-    if (k >= topics) prefix = carry;
-    if (Tree) out4[k] = prefix;
+#pragma unroll
+    for (int i = 0; i < GROUP; ++i) {
+      const int start = group + i * W, k = start + lane;
+      if (start >= padded) break;  // the same for the whole warp
+      float weight = 0.0f;
+      if (k < topics) {
+        if (v == 0) denominator[k] = denominator_k[i];
+        weight = __fdiv_rn(__fadd_rn(__int2float_rn(count[i]), beta), denominator_k[i]);
+        bhat_v[k] = weight;
+        b_v[k] = 0;
+      }
+      float prefix = __fadd_rn(warp_scan(weight), carry);
+      carry = __shfl_sync(FULL_MASK, prefix, start + W < padded ? W - 1 : (topics - 1) & (W - 1));
+      if (k >= topics) prefix = carry;
+      if (Tree) out4[k] = prefix;
+    }
   }
   if (Tree) {
     __syncwarp();  // out4 written before other lanes read it
-    float* out3 = l3 + v * LEVEL3;
-    for (int i = lane; i < LEVEL3; i += W) out3[i] = (i + 1) * W <= padded ? out4[(i + 1) * W - 1] : carry;
+    const int size3 = level3_size(padded);
+    float* out3 = l3 + v * size3;
+    for (int i = lane; i < size3; i += W) out3[i] = (i + 1) * W <= padded ? out4[(i + 1) * W - 1] : carry;
     __syncwarp();
-    l2[v * W + lane] = out3[(lane + 1) * W - 1];
+    l2[v * W + lane] = (lane + 1) * W <= size3 ? out3[(lane + 1) * W - 1] : carry;
   }
   if (lane == 0) totals[v] = carry;
 }
@@ -209,10 +226,10 @@ struct Tree {
   const float *l4, *l3, *l2;
   int padded;
   __device__ int at(int v, float x) const {
-    const int lane = threadIdx.x & 31;
-    const int off3 = warp_vote(l2[(long long)v * W + lane], x) * W;
-    int off4 = (off3 + warp_vote(l3[(long long)v * LEVEL3 + off3 + lane], x)) * W;
-    if (off4 >= padded) off4 = padded - W;  // x above the total by rounding: the last chunk
+    const int lane = threadIdx.x & 31, size3 = level3_size(padded);
+    // x above the total by rounding: the last chunk
+    const int off3 = min(warp_vote(l2[(long long)v * W + lane], x) * W, size3 - W);
+    const int off4 = min((off3 + warp_vote(l3[(long long)v * size3 + off3 + lane], x)) * W, padded - W);
     return off4 + warp_vote(l4[(long long)v * padded + off4 + lane], x);
   }
   // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: x below
@@ -271,48 +288,68 @@ __device__ __forceinline__ float product(const Chunk& c, int j, const float* bha
   return k == own.topic ? __fmul_rn(float(c.a_val[j] - 1), own.bhat) : __fmul_rn(float(c.a_val[j]), bhat_v[k]);
 }
 
-// A warp's lane scan of the products of document d, word v, own topic `own` (-1: counted):
-// the next token of the same three (a word's tokens of one document lie side by side in
-// PDOW order) draws from the same sums, bit for bit, without computing them again.
+// A warp's lane scan of the products of the document whose non-zeros start at `start` (a
+// document with tokens has a start of its own), word v, own topic `own` (-1: counted): the
+// next token of the same three (a word's tokens of one document lie side by side in PDOW
+// order) draws from the same sums, bit for bit, without computing them again.
 struct SparseSums {
-  int d = -1, v = -1, own = -2;
+  int start = -1, v = -1, own = -2;
   float lanes = 0.0f;
 };
 
-// The topic of the token at position p (Fig. 5, bugs fixed, its search ours: model.sparse_draw),
-// the whole warp together, with B^_v read from bhat_v (global memory or the block's copy): the
-// sparse part over the non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1).
-// With `denominator` (n_k + V beta; the tree only) the token's own topic, z[p], is left out of
-// its draw. `sums`: the warp's last lane scan, reused where it applies, else replaced.
-template <typename Structure>
-__device__ int draw(const Chunk& c, int p, int v, const float* bhat_v, float alpha, float total,
-                    const float* denominator, const int* z, const Structure& structure, unsigned seed,
-                    unsigned iteration, SparseSums& sums) {
-  const int lane = threadIdx.x & 31;
-  const Own own = own_topic(denominator, z, p, bhat_v, total);
-  const int d = c.doc_of[p];
+// What a token's draw needs besides its word: its document's non-zeros of A, its uniforms
+// (Philox of its corpus position) and its own topic (left out with `denominator`).
+struct Token {
+  int start, stop;
+  float u1, u2;
+  Own own;
+};
+
+__device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bhat_v, float total,
+                                          const float* denominator, const int* z, unsigned seed, unsigned iteration) {
+  const int d = c.doc_of[p], start = c.a_start[d];
   const uint4 r = philox4x32(make_uint4(unsigned(c.first_token + p), iteration, 0u, 0u), make_uint2(seed, 0u));
-  const float u1 = to_uniform(r.x), u2 = to_uniform(r.y);
-  const int start = c.a_start[d], stop = start + c.a_count[d];
+  return Token{start, start + c.a_count[d], to_uniform(r.x), to_uniform(r.y),
+               own_topic(denominator, z, p, bhat_v, total)};
+}
+
+// Lane `from`'s token, for the whole warp, every lane holding a token of the word (ESCA's
+// draw counts the own topic: then Own is the word's, the same in every lane).
+__device__ __forceinline__ Token broadcast(const Token& t, int from) {
+  const auto get = [from](auto x) { return __shfl_sync(FULL_MASK, x, from); };
+  return Token{get(t.start), get(t.stop), get(t.u1), get(t.u2),
+               t.own.topic < 0 ? t.own : Own{get(t.own.topic), get(t.own.bhat), get(t.own.mass), get(t.own.shrink)}};
+}
+
+// A token's topic (Fig. 5, bugs fixed, its search ours: model.sparse_draw), the whole warp
+// together, with B^_v read from bhat_v (global memory or the block's copy): the sparse part
+// over the non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1), the
+// token's own topic left out where t.own names it. `sums`: the warp's last lane scan, reused
+// where it applies, else replaced.
+template <typename Structure>
+__device__ int draw(const Chunk& c, const Token& t, int v, const float* bhat_v, float alpha,
+                    const Structure& structure, SparseSums& sums) {
+  const int lane = threadIdx.x & 31;
   // S: lane l adds the products l, l + 32, ... in order; the lanes' inclusive scan; S its last.
-  if (sums.d != d || sums.v != v || sums.own != own.topic) {
+  if (sums.start != t.start || sums.v != v || sums.own != t.own.topic) {
     float partial = 0.0f;
-    for (int j = start + lane; j < stop; j += W) partial = __fadd_rn(partial, product(c, j, bhat_v, own));
-    sums = SparseSums{d, v, own.topic, warp_scan(partial)};
+    for (int j = t.start + lane; j < t.stop; j += W) partial = __fadd_rn(partial, product(c, j, bhat_v, t.own));
+    sums = SparseSums{t.start, v, t.own.topic, warp_scan(partial)};
   }
   const float lanes = sums.lanes;
   const float s = __shfl_sync(FULL_MASK, lanes, W - 1);
-  if (!(__fmul_rn(u1, __fadd_rn(s, __fmul_rn(alpha, own.mass))) < s)) return structure.draw(v, u2, own);
+  if (!(__fmul_rn(t.u1, __fadd_rn(s, __fmul_rn(alpha, t.own.mass))) < s)) return structure.draw(v, t.u2, t.own);
   // x = u2 S: the first lane whose scan reaches x (the last with non-zeros where none does),
   // then its non-zeros' chunked prefix sum from the lanes before it, the first to reach x
   // (its last where none does): one chunk for up to 1024 non-zeros.
-  const float x = __fmul_rn(u2, s);
-  const int l = min(warp_vote(lanes, x), stop - start - 1), first = start + l, count = (stop - first + W - 1) / W;
+  const float x = __fmul_rn(t.u2, s);
+  const int l = min(warp_vote(lanes, x), t.stop - t.start - 1), first = t.start + l,
+            count = (t.stop - first + W - 1) / W;
   const float before = __shfl_sync(FULL_MASK, lanes, max(l - 1, 0));
   float carry = l ? before : 0.0f;
   for (int chunk = 0; chunk < count; chunk += W) {
     const int i = chunk + lane;
-    const float prefix = __fadd_rn(warp_scan(i < count ? product(c, first + i * W, bhat_v, own) : 0.0f), carry);
+    const float prefix = __fadd_rn(warp_scan(i < count ? product(c, first + i * W, bhat_v, t.own) : 0.0f), carry);
     const unsigned ballot = __ballot_sync(FULL_MASK, i < count && prefix >= x);
     if (ballot) return c.a_idx[first + (chunk + __ffs(ballot) - 1) * W];
     carry = __shfl_sync(FULL_MASK, prefix, W - 1);
@@ -329,18 +366,20 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
   SparseSums sums;
   for (int p = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < tokens; p += warps) {
     const int v = c.words[p];
-    const int k = draw(c, p, v, bhat + (long long)v * topics, alpha, totals[v], denominator, z, structure, seed,
-                       iteration, sums);
+    const float* bhat_v = bhat + (long long)v * topics;
+    const Token t = token_at(c, p, bhat_v, totals[v], denominator, z, seed, iteration);
+    const int k = draw(c, t, v, bhat_v, alpha, structure, sums);
     if ((threadIdx.x & 31) == 0) z[p] = k;
   }
 }
 
 // G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
 // order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
-// the segments taken), then each warp a contiguous share of the segment's tokens, a token at a
-// time (so that a document's tokens of the word share one lane scan). Staged: the block first
-// copies B^_v to shared memory (dynamic shared memory: topics floats); otherwise (segments too short to pay for the copy, run without
-// shared memory at full occupancy) its warps read B^_v in global memory.
+// the segments taken), then each warp a contiguous share of the segment's tokens, drawn a token
+// at a time (so that a document's tokens of the word share one lane scan) from inputs read 32
+// at a time. Staged: the block first copies B^_v to shared memory (dynamic shared memory:
+// topics floats); otherwise (segments too short to pay for the copy, run without shared
+// memory at full occupancy) its warps read B^_v in global memory.
 template <typename Structure, bool Staged>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
                                int first_segment, int last, int* next, const float* bhat, int topics, float alpha, const float* totals,
@@ -348,7 +387,7 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
                                unsigned iteration, int* z) {
   extern __shared__ float staged_bhat_v[];
   __shared__ int taken;
-  const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   SparseSums sums;
   for (;;) {
     if (threadIdx.x == 0) taken = first_segment + atomicAdd(next, 1);
@@ -363,11 +402,18 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
       __syncthreads();
     }
     const float total = totals[v];
-    const int share = (stop - first + warps - 1) / warps, mine = first + warp * share;
-    for (int i = mine; i < min(mine + share, stop); ++i) {
-      const int p = by_word[i];
-      const int k = draw(c, p, v, bhat_v, alpha, total, denominator, z, structure, seed, iteration, sums);
-      if ((threadIdx.x & 31) == 0) z[p] = k;
+    const int share = (stop - first + warps - 1) / warps, mine = first + warp * share, end = min(mine + share, stop);
+    for (int base = mine; base < end; base += W) {
+      // Lane j reads token base + j's inputs and keeps its topic: the loads and the Philox
+      // rounds of 32 tokens at once, not one token's by every lane.
+      const int n = min(W, end - base), p = by_word[base + min(lane, n - 1)];  // lanes past n: a copy
+      const Token lane_token = token_at(c, p, bhat_v, total, denominator, z, seed, iteration);
+      int topic = 0;
+      for (int j = 0; j < n; ++j) {
+        const int k = draw(c, broadcast(lane_token, j), v, bhat_v, alpha, structure, sums);
+        if (lane == j) topic = k;
+      }
+      if (lane < n) z[p] = topic;
     }
     __syncthreads();  // the staged B^_v and taken are read before the next segment overwrites them
   }
@@ -398,21 +444,30 @@ extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int to
       unsigned seed, unsigned iteration, int *z
 #define BY_WORD_ARGS by_word, segment_ptr, schedule, first_segment, last, next, bhat, topics, alpha, totals, denominator
 
-extern "C" __global__ void saber_sample_tree_by_word(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {
-  sample_by_word<Tree, true>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);
-}
+// The word-segment kernels, for blocks of up to `threads`, at least `blocks` of them an SM.
+#define BY_WORD_KERNELS(suffix, threads, blocks)                                                             \
+  extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
+      saber_sample_tree_by_word##suffix(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {                         \
+    sample_by_word<Tree, true>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);             \
+  }                                                                                                          \
+  extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
+      saber_sample_tree_by_word_global##suffix(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {                  \
+    sample_by_word<Tree, false>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);            \
+  }                                                                                                          \
+  extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
+      saber_sample_alias_by_word##suffix(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {                       \
+    sample_by_word<Alias, true>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed, iteration, z);   \
+  }                                                                                                          \
+  extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
+      saber_sample_alias_by_word_global##suffix(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {                \
+    sample_by_word<Alias, false>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed, iteration, z);  \
+  }
 
-extern "C" __global__ void saber_sample_tree_by_word_global(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {
-  sample_by_word<Tree, false>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);
-}
-
-extern "C" __global__ void saber_sample_alias_by_word(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {
-  sample_by_word<Alias, true>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed, iteration, z);
-}
-
-extern "C" __global__ void saber_sample_alias_by_word_global(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {
-  sample_by_word<Alias, false>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed, iteration, z);
-}
+// Blocks of up to 512 threads, three an SM: 40 registers (48 without the bound held two
+// blocks, and nips ran 12-17% slower; a register cap without the block size spilled more and
+// ran 5-10% slower, H200); _wide for larger blocks, up to 1024 (gpu.WORD_BLOCK).
+BY_WORD_KERNELS(, 512, 3)
+BY_WORD_KERNELS(_wide, 1024, 1)
 
 // B += the chunk's tokens, counted by (word, topic): integer atomics, so in any order.
 extern "C" __global__ void saber_word_counts(int tokens, const int* words, const int* z, int topics, int* b) {
