@@ -197,6 +197,8 @@ def test_bad_axis_values_are_one_line_errors():
         harness.plan(SUITE, {"dataset": "criteo"}, "cpu")
     with pytest.raises(BenchError, match="block"):
         harness.plan(SUITE, {"block": "1024"}, "gpu")
+    with pytest.raises(BenchError, match="multiple of 32"):  # the kernels' shuffles take whole warps
+        harness.plan(SUITE, {"block": "100"}, "gpu")
 
 
 def test_sweeps_of_both_suites_render_their_tables_and_figures(tmp_path):

@@ -288,7 +288,9 @@ def test_the_slowdown_knob_slows_the_named_variants_only(tmp_path, monkeypatch):
     assert harness.sweep(plan, settings(tmp_path, repeats=5)) == 0
     df = pd.read_csv(tmp_path / "fake.csv")
     median = df.groupby("variant")["seconds"].median()
-    assert median["twice"] / median["plain"] > 4  # about 2 unslowed, 10 slowed
+    # About 2 unslowed, 10 slowed; under the load of the whole suite on two cores the ratio once
+    # fell below 4
+    assert median["twice"] / median["plain"] > 3
     [run] = json.loads((tmp_path / "fake.json").read_text())["runs"].values()
     assert run["slowdown"] == "twice=5"  # a run made with the knob says so
     monkeypatch.setenv(slowdown.ENV, "*=2")

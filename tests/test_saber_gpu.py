@@ -106,7 +106,8 @@ def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_wor
     structures = model.preprocess(bhat, kind)
     chunks = _device_chunks(doc_ptr, words, counts, 3)
     if by_word:  # segments long enough to copy B^_v to shared memory, and shorter ones
-        sizes, warps = np.concatenate([c.segment_sizes for c in chunks]), gpu._staged_threads(topics) // 32
+        sizes = np.concatenate([c.segment_sizes for c in chunks])
+        warps = gpu.staged_threads(f"saber_sample_{kind}_by_word", topics) // 32
         assert (sizes >= warps).any() and (sizes < warps).any()
     device_bhat, _, device_structures = _preprocess(cupy.asarray(counts.b), kind)
     for iteration in (0, 7):
@@ -226,13 +227,14 @@ def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
 
 
 @pytest.mark.parametrize("own", ["counted", "left-out"])
-@pytest.mark.parametrize("memory, chunks", [("resident", 2), ("resident", 1), ("streamed", 2)])
-def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory, chunks, own):
+@pytest.mark.parametrize("memory, chunks, graphs", [("resident", 2, 1), ("resident", 2, 0), ("resident", 1, 1),
+                                                    ("streamed", 2, 1)])
+def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory, chunks, graphs, own):
     from bench.timing import RunContext
     from impls.saber.suite import SUITE, iterate
 
     point = {"suite": "saber", "backend": "gpu", "dataset": "tiny", "scale": 1.0, "K": 70, "iterations": 3,
-             "chunks": chunks, "workers": 3, "memory": 0.0}
+             "chunks": chunks, "workers": 3, "memory": 0.0, "graphs": graphs}
     if memory == "streamed":  # room for the model and a sixth of the corpus per worker
         work = SUITE.prepare({**point, "backend": "cpu"})
         point["memory"] = (stream.model_bytes(work.vocabulary, 70)
@@ -241,17 +243,23 @@ def test_every_stage_on_the_gpu_is_its_twin_resident_or_streamed(memory, chunks,
     assert (work.corpus.device is None) == (memory == "streamed")
     assert len(work.layout) >= (4 if memory == "streamed" else chunks)
     for stage in ("G0", "G1", "G2", "G3", "G4") if own == "counted" else ("G2", "G3", "G4"):
-        topics = {}
+        topics, kd_means = {}, {}
         for device in ("cpu", "gpu"):
             ctx = RunContext(device)
             with ctx.timed():
-                topics[device], _ = iterate(work, stage, ctx, device, without_own=own == "left-out")
+                topics[device], metrics = iterate(work, stage, ctx, device, without_own=own == "left-out")
             assert [row["iteration"] for row in ctx.series] == [1, 2, 3]
-            # G4's workers overlap chunks; one chunk runs as G3's
-            phases = {"preprocess", "overlapped"} if device == "gpu" and stage == "G4" and len(work.layout) > 1 else \
-                {"preprocess", "sample", "rebuild"} | ({"transfer"} if device == "gpu" else set())
+            kd_means[device] = [row["kd_mean"] for row in ctx.series]  # every iteration's count of A's non-zeros
+            # G4's workers overlap chunks, and one chunk runs as G3's, which a graph replays where resident
+            overlapped = stage == "G4" and len(work.layout) > 1
+            graphed = device == "gpu" and stage in ("G3", "G4") and not overlapped and graphs and memory == "resident"
+            if device == "gpu":
+                assert metrics["graphed"] == graphed, stage
+            phases = {"capture", "graph"} if graphed else {"preprocess", "overlapped"} if device == "gpu" and \
+                overlapped else {"preprocess", "sample", "rebuild"} | ({"transfer"} if device == "gpu" else set())
             assert set(ctx.phases) == phases, stage
         np.testing.assert_array_equal(topics["gpu"], topics["cpu"], err_msg=stage)
+        assert kd_means["gpu"] == kd_means["cpu"], stage
 
 
 def test_streamed_topics_are_the_resident_ones():

@@ -79,6 +79,14 @@ def check_memory(points: list[dict]) -> None:
                              f"on the GPU; {free / 2**30:.1f} GiB are free: lower --scale")
 
 
+def _parse_block(spec) -> list[int]:
+    """Blocks of whole warps: the kernels' shuffles and warp sums take every lane."""
+    values = parse_ints(spec, "block", minimum=32, maximum=512)
+    if any(v % 32 for v in values):
+        raise BenchError(f"block must be a multiple of 32 from 32 to 512, got {spec}")
+    return values
+
+
 @dataclass
 class Workload:
     data: data.Data
@@ -161,7 +169,7 @@ class AdmodelSuite(Suite):
              "what one call computes: f, its gradient, or both"),
         Axis("l1", "ldg,ldcg", lambda s: parse_choices(s, CACHE_POLICIES, "l1"),
              "GPU loads cached in L1 (ldg) or in L2 only (ldcg: the thesis's L1 disabled)", tune=True),
-        Axis("block", "256", lambda s: parse_ints(s, "block", minimum=32, maximum=512), "GPU threads per block",
+        Axis("block", "256", _parse_block, "GPU threads per block (whole warps: a multiple of 32 up to 512)",
              tune=True),
     )
     variants = (
@@ -256,7 +264,7 @@ class AdmodelSuite(Suite):
         LAYOUT, precision_axis("f64,f32"),
         Axis("op", "objective,gradient,both", lambda s: parse_choices(s, OPS, "op"), "what is computed"),
         Axis("l1", "ldg,ldcg", lambda s: parse_choices(s, CACHE_POLICIES, "l1"), "GPU L1 policy"),
-        Axis("block", "32,256", lambda s: parse_ints(s, "block", minimum=32, maximum=512), "GPU threads per block"),
+        Axis("block", "32,256", _parse_block, "GPU threads per block (a multiple of 32 up to 512)"),
     )
 
     def verify_skip(self, point: dict) -> str | None:

@@ -12,7 +12,8 @@ from matplotlib.figure import Figure
 from bench.figures import caption, per_setting, save, save_text, setting_stem
 from bench.results import key_columns
 
-PHASES = ("sample", "rebuild", "preprocess", "transfer", "overlapped", "reduce")  # G4 overlaps its chunks' phases
+# G4 overlaps its chunks' phases; a replayed graph holds an iteration's phases (after its capture)
+PHASES = ("sample", "rebuild", "preprocess", "transfer", "overlapped", "reduce", "graph", "capture")
 # The paper's Sec. 4.1 (NYTimes, K = 1000, GTX 1080): (what, stage, over stage, phase or None for the total, change)
 CLAIMS = (("SL1 PDOW: sampling", "G1", "G0", "sample", -0.40),
           ("SL2 tree: pre-processing", "G2", "G1", "preprocess", -0.98),

@@ -53,6 +53,12 @@ def _zero(array) -> None:
     cupy.cuda.runtime.memsetAsync(array.data.ptr, 0, array.nbytes, cupy.cuda.get_current_stream().ptr)
 
 
+def launch_graph(graph) -> None:
+    """A captured iteration (stream._captured), replayed on the current stream: one launch."""
+    _count_launch()
+    graph.launch()
+
+
 TOTALS_ROWS = 512  # words a block of saber_topic_totals sums
 
 
@@ -172,18 +178,22 @@ def long_positions(doc_ptr: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.repeat(lengths > LONG_CAP, lengths)).astype(np.int32)
 
 
-def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration: int, by_word: bool,
+def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration, by_word: bool,
            threads: int = 0, denominator=None, counters=None) -> None:
     """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
     warp per token in document order (G0), or a block per word segment (G1 on); blocks of
     `threads` (a multiple of W), or (0) the sizes chosen below. With B^'s `denominator`,
     each token's own topic (chunk.z on entry) is left out of its draw (model.e_step).
-    counters: two int32 zeros for the segments' dynamic schedule (a run's, zeroed once for
-    all its iterations), or None: made here."""
+    iteration: the draws' iteration, an int or a device uint32 holding it (a run's, which
+    next_iteration advances, so that a captured iteration draws anew at each replay).
+    counters: two int32 zeros for the segments' dynamic schedule (a run's, which
+    next_iteration zeroes), or None: made here."""
     import cupy
 
     if denominator is not None:
         check_without_own(structures.kind)
+    if isinstance(iteration, (int, np.integer)):
+        iteration = cupy.full(1, iteration, cupy.uint32)
     topics = int(bhat.shape[1])
     tokens = chunk.tokens
     common = (np.int64(chunk.first_token), chunk.doc_of, chunk.words, chunk.doc_ptr, chunk.n_keys, chunk.a_idx,
@@ -197,50 +207,64 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     if not by_word:
         block = threads or BLOCK
         _launch(name, (_warp_grid(tokens, True, block),), (block,), (
-            *common, *extra, np.int32(tokens), np.uint32(seed), np.uint32(iteration), chunk.z))
+            *common, *extra, np.int32(tokens), np.uint32(seed), iteration, chunk.z))
         return
     counters = cupy.zeros(2, cupy.int32) if counters is None else counters
     # The segments long enough to give every warp of a staged block a token copy B^_v to
-    # shared memory, in blocks large enough for full occupancy where shared memory allows;
-    # the rest (a suffix of the schedule: its sizes descend) read it in place.
-    staged_block, global_block = (threads, threads) if threads else (_staged_threads(topics), WORD_BLOCK)
+    # shared memory, in the blocks that keep the most warps resident; the rest (a suffix of
+    # the schedule: its sizes descend) read it in place, in blocks of WORD_BLOCK.
+    own = "" if denominator is None else "_left_out"  # ESCA's kernels hold no code for the own topic
+    shared = topics * 4
+    staged_block = threads or staged_threads(f"{name}_by_word{own}", topics)
     staged = int(np.count_nonzero(chunk.segment_sizes >= staged_block // W))
     segments = int(chunk.segment_sizes.size)
-    shared = topics * 4
-    for suffix, first, last, block, shared_mem, counter in (
-            ("_by_word", 0, staged, staged_block, shared, counters[0:]),
-            ("_by_word_global", staged, segments, global_block, 0, counters[1:])):
+    for kernel_name, first, last, block, shared_mem, counter in (
+            (f"{name}_by_word{own}", 0, staged, staged_block, shared, counters[0:]),
+            (f"{name}_by_word_global{own}", staged, segments, threads or WORD_BLOCK, 0, counters[1:])):
         if first == last:
             continue
-        suffix += "_wide" if block > WORD_BLOCK else ""  # the kernels for blocks of up to WORD_BLOCK hold 40 registers
-        kernel = raw_kernel(KERNEL_SOURCE, name + suffix)
+        kernel_name, kernel = _by_word_kernel(kernel_name, block)
         if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
             kernel.max_dynamic_shared_size_bytes = shared_mem
         blocks = min(last - first, multiprocessors() * _blocks_per_sm(shared_mem, block, kernel.num_regs))
-        _launch(name + suffix, (blocks,), (block,), (
+        _launch(kernel_name, (blocks,), (block,), (
             *common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule, np.int32(first), np.int32(last), counter,
-            np.uint32(seed), np.uint32(iteration), chunk.z), shared_mem=shared_mem)
+            np.uint32(seed), iteration, chunk.z), shared_mem=shared_mem)
+
+
+# Threads of a block per word segment: 512 ran kos and nips 1.1-1.6x faster than 256 (H100,
+# K = 100 and 1024; 1024 was slower on nips), and nytimes-synth as fast.
+WORD_BLOCK = 512
+
+
+def _by_word_kernel(name: str, block: int) -> tuple[str, object]:
+    """The word-segment kernel `name` for blocks of `block` threads: the one bounded for
+    three blocks of up to 512 an SM (40 registers, saber.cu), or its _wide copy beyond."""
+    kernel = raw_kernel(KERNEL_SOURCE, name)
+    if block > kernel.max_threads_per_block:
+        name += "_wide"
+        kernel = raw_kernel(KERNEL_SOURCE, name)
+    return name, kernel
+
+
+def staged_threads(name: str, topics: int) -> int:
+    """Threads of a block of the staged word-segment kernel `name` (B^_v's K floats in its
+    shared memory): WORD_BLOCK, or 1024 where that keeps more warps resident (where shared
+    memory holds one block an SM: K beyond about 29,000 on an H100 or H200)."""
+    def resident_warps(block: int) -> int:
+        kernel = _by_word_kernel(name, block)[1]
+        return block // W * _blocks_per_sm(topics * 4, block, kernel.num_regs)
+
+    return max((WORD_BLOCK, 1024), key=resident_warps)  # WORD_BLOCK where equal
 
 
 def _blocks_per_sm(shared: int, threads: int, registers: int = 0) -> int:
     """Blocks of `threads` an SM holds with `shared` bytes and `registers` a thread each
-    (threads, shared memory or registers: 64K an SM, given a warp in steps of 256)."""
+    (by threads, shared memory and registers, a warp's allocated in steps of 256)."""
     shared_per_sm = device_attribute("MaxSharedMemoryPerMultiprocessor")
-    by_registers = 65536 // (-(-registers * W // 256) * 256 * (threads // W)) if registers else 2048
+    registers_per_sm = device_attribute("MaxRegistersPerMultiprocessor")
+    by_registers = registers_per_sm // (-(-registers * W // 256) * 256 * (threads // W)) if registers else 2048
     return max(1, min(2048 // threads, shared_per_sm // (shared + 1024), by_registers))  # 1 KiB reserved a block
-
-
-# Threads of a block per word segment: 512 ran kos and nips 1.1-1.6x faster than 256 (H100,
-# K = 100 and 1024; 1024 was slower on nips), and nytimes-synth as fast. Blocks of up to
-# 512 run the kernels bounded for three an SM (saber.cu); larger ones the _wide kernels.
-WORD_BLOCK = 512
-
-
-def _staged_threads(topics: int) -> int:
-    """Threads of a staged block: WORD_BLOCK, or more (up to 1024) where B^_v's shared
-    memory leaves room for fewer than 4 blocks an SM, so that 64 warps (or 32) stay resident."""
-    blocks = _blocks_per_sm(topics * 4, WORD_BLOCK)
-    return min(1024, max(WORD_BLOCK, 1 << (-(-2048 // blocks) - 1).bit_length()))
 
 
 def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None) -> None:
@@ -254,6 +278,20 @@ def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None) -> No
     tokens = chunk.tokens
     _launch("saber_word_counts", (max(1, min(-(-tokens // BLOCK), _resident_blocks())),), (BLOCK,),
             (np.int32(tokens), chunk.words, chunk.z, np.int32(topics), b))
+
+
+def on_device_only(chunk: ChunkArrays, topics: int, ssc: bool) -> bool:
+    """Whether an iteration of the chunk issues the suite's kernels alone (so that a CUDA graph
+    can capture it): its rebuild by SSC, no CuPy operation (which may allocate or wait for
+    the host) such as G0-G2's sort or the sort of documents over LONG_CAP beyond K = 1024."""
+    return ssc and (topics <= HISTOGRAM_TOPICS or chunk.long_positions.size == 0)
+
+
+def next_iteration(iteration, non_zeros, series, counters) -> None:
+    """The end of an iteration, on the device (saber_next_iteration): the iteration's count of
+    A's non-zeros (non_zeros) into series at the iteration, and zeroed; the schedules'
+    counters zeroed; the iteration (a device uint32) advanced."""
+    _launch("saber_next_iteration", (1,), (BLOCK,), (iteration, non_zeros, series, counters, np.int32(counters.size)))
 
 
 def _count_by_sorting(chunk: ChunkArrays, topics: int, non_zeros) -> None:

@@ -199,11 +199,12 @@ def communicators(gpus: int) -> list:
 class _Shard:
     """One GPU's part of a run: its chunks (indices into the corpus), its counts B, B^ and
     the structures (allocated once, refilled every iteration), its workers' streams and,
-    where streaming, their slots; on the device, the dynamic schedules' counters of every
-    (iteration, chunk) and every iteration's non-zeros of A, zeroed once, so that an
-    iteration needs neither an allocation nor the host's attention. The streams are blocking
-    ones, so that work on the GPU's legacy null stream (the initial counts, pre-processing,
-    the all-reduce) and the workers' stay ordered."""
+    where streaming, their slots; on the device, the iteration being drawn, the dynamic
+    schedules' counters of every chunk, the iteration's non-zeros of A and every iteration's,
+    which the end of each iteration (gpu.next_iteration) advances, so that an iteration needs
+    neither an allocation nor the host's attention, and one captured as a CUDA graph can be
+    replayed. The streams are blocking ones, so that work on the GPU's legacy null stream
+    (the initial counts, pre-processing, the all-reduce) and the workers' stay ordered."""
 
     def __init__(self, corpus: Corpus, gpu_id: int, topics: int, workers: int, structure: str, iterations: int):
         import cupy
@@ -217,8 +218,13 @@ class _Shard:
                 [_Slot([corpus.host[i] for i in self.chunks], s) for s in self.streams]
             self.b = cupy.zeros((corpus.vocabulary, topics), cupy.int32)
             self.model = gpu.allocate(corpus.vocabulary, topics, structure)
-            self.counters = cupy.zeros((iterations, len(self.chunks), 2), cupy.int32)
-            self.non_zeros = cupy.zeros(iterations, cupy.uint64)
+            self.iteration = cupy.zeros(1, cupy.uint32)
+            self.counters = cupy.zeros((len(self.chunks), 2), cupy.int32)
+            self.non_zeros = cupy.zeros(1, cupy.uint64)
+            self.series = cupy.zeros(iterations, cupy.uint64)
+
+    def end_iteration(self) -> None:
+        gpu.next_iteration(self.iteration, self.non_zeros, self.series, self.counters)
 
     def place(self, corpus: Corpus, position: int, names) -> tuple[gpu.ChunkArrays, object]:
         """This GPU's chunk at `position` on the GPU (its arrays `names` copied in where
@@ -272,13 +278,16 @@ def _wait_for(shards: list[_Shard], events=None) -> None:
 
 def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool,
             workers: int, seed: int, ctx, threads: int = 0, observe=no_observation,
-            without_own: bool = False) -> tuple[np.ndarray, dict]:
+            without_own: bool = False, graphs: bool = False) -> tuple[np.ndarray, dict]:
     """The iterations of a stage from the seeded initial topics (the twin's): z on the host,
     and the final kd_mean and the bytes of B + B^, of the structures and of the device
     memory the run held (CuPy's pools of every GPU: the resident chunks and the run's peak).
     workers > 1: G4's asynchronous workers; threads: the sampling kernels' blocks (gpu.e_step);
     observe(iteration, b): values to record beside kd_mean, untimed (iteration 0: the initial counts);
-    without_own: each token's own topic left out of its draw (gpu.e_step)."""
+    without_own: each token's own topic left out of its draw (gpu.e_step); graphs: an iteration
+    captured once as a CUDA graph and replayed, where one GPU holds the corpus and takes its
+    chunks in turn and the rebuild is the suite's kernels alone (G3, G4 with one chunk: metric
+    graphed), its time the phase "graph"."""
     import cupy
 
     pool = cupy.get_default_memory_pool()
@@ -294,7 +303,7 @@ def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wor
                 pool.set_limit(size=pool.total_bytes() - resident + corpus.budget)
     try:
         z, metrics = _iterate(corpus, topics, iterations, structure, by_word, ssc, workers, seed, ctx, threads,
-                              observe, without_own)
+                              observe, without_own, graphs)
         held = 0
         for device in devices:
             with device:
@@ -307,7 +316,7 @@ def iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wor
 
 
 def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_word: bool, ssc: bool, workers: int,
-             seed: int, ctx, threads: int, observe, without_own: bool) -> tuple[np.ndarray, dict]:
+             seed: int, ctx, threads: int, observe, without_own: bool, graphs: bool) -> tuple[np.ndarray, dict]:
     import cupy
 
     host = corpus.host
@@ -335,27 +344,36 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
     # A chunk's arrays copied in where streaming: z is overwritten, unless the draw reads each token's own topic there
     copied_in = gpu.ChunkArrays.LAYOUT + (gpu.ChunkArrays.STATE if without_own else gpu.ChunkArrays.STATE[:3])
 
-    def step(shard: _Shard, position: int, iteration: int, phase) -> None:
+    def step(shard: _Shard, position: int, phase) -> None:
         """One chunk's iteration: copied in (streaming), sampled, A and B rebuilt, copied out."""
         with phase("transfer"):
             placed, slot = shard.place(corpus, position, copied_in)
         with phase("sample"):
-            gpu.e_step(placed, shard.model.bhat, shard.model.structures, seed, iteration, by_word, threads,
-                       shard.model.denominator if without_own else None, shard.counters[iteration, position])
+            gpu.e_step(placed, shard.model.bhat, shard.model.structures, seed, shard.iteration, by_word, threads,
+                       shard.model.denominator if without_own else None, shard.counters[position])
         with phase("rebuild"):
-            gpu.rebuild(placed, topics, ssc, shard.b, shard.non_zeros[iteration:iteration + 1])
+            gpu.rebuild(placed, topics, ssc, shard.b, shard.non_zeros)
         with phase("transfer"):
             if slot:
                 slot.copy_out(placed, host[shard.chunks[position]])
 
-    def issue(shard: _Shard, iteration: int):
+    def issue(shard: _Shard):
         """A GPU's chunks on its workers' streams (from its own host thread where there are
         several GPUs); an event after them."""
         with shard.device:
             for position in range(len(shard.chunks)):
                 with shard.streams[position % workers]:
-                    step(shard, position, iteration, lambda name: contextlib.nullcontext())
+                    step(shard, position, _untimed_phase)
         return shard.done()
+
+    def in_turn(phase) -> None:
+        """An iteration of one GPU that takes its chunks one after another (nothing to overlap)."""
+        shard = shards[0]
+        with phase("preprocess"):  # b is zeroed: the next B, which every chunk adds to
+            gpu.preprocess(shard.b, structure, shard.model)
+        for position in range(len(shard.chunks)):
+            step(shard, position, phase)
+        shard.end_iteration()
 
     @cache
     def kd_means() -> np.ndarray:
@@ -363,27 +381,36 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
         non_zeros = 0
         for shard in shards:
             with shard.device:
-                non_zeros = non_zeros + shard.non_zeros.get()
+                non_zeros = non_zeros + shard.series.get()
         return non_zeros / documents
 
     launched = gpu.launches
+    one_by_one = len(shards) == 1 and (workers == 1 or len(shards[0].chunks) == 1)
+    graph = None
+    if graphs and one_by_one and corpus.device and all(gpu.on_device_only(c, topics, ssc) for c in corpus.device):
+        with ctx.phase("capture"):  # the host's launches of one iteration, once (in the run's time)
+            graph = _captured(lambda: in_turn(_untimed_phase))
     issuers = ThreadPoolExecutor(len(shards)) if len(shards) > 1 else None  # a host thread per GPU
     try:
         for iteration in range(iterations):
-            with ctx.phase("preprocess"):
-                for shard in shards:  # b is zeroed: the next B, which every chunk adds to
-                    with shard.device:
-                        gpu.preprocess(shard.b, structure, shard.model)
-                if len(shards) > 1:
-                    _wait_for(shards)
-            if len(shards) == 1 and (workers == 1 or len(shards[0].chunks) == 1):  # nothing to overlap
-                for position in range(len(shards[0].chunks)):
-                    step(shards[0], position, iteration, ctx.phase)
+            if graph:
+                with ctx.phase("graph"):
+                    gpu.launch_graph(graph)
+            elif one_by_one:
+                in_turn(ctx.phase)
             else:
+                with ctx.phase("preprocess"):
+                    for shard in shards:
+                        with shard.device:
+                            gpu.preprocess(shard.b, structure, shard.model)
+                    if len(shards) > 1:
+                        _wait_for(shards)
                 with ctx.phase("overlapped"):
-                    events = list(issuers.map(issue, shards, [iteration] * len(shards)) if issuers
-                                  else [issue(shards[0], iteration)])
+                    events = list(issuers.map(issue, shards) if issuers else [issue(shards[0])])
                     _wait_for(shards, events)
+                for shard in shards:
+                    with shard.device:
+                        shard.end_iteration()
             if len(shards) > 1:
                 with ctx.phase("reduce"):
                     _sum_counts(shards)
@@ -410,4 +437,24 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
             z[chunk.first_token:chunk.first_token + chunk.tokens] = chunk.z
     first = shards[0].model
     return z, {"final_kd_mean": float(kd_means()[-1]), "bytes_b": shards[0].b.nbytes + first.bhat.nbytes,
-               "bytes_structures": first.structures.nbytes, "launches_per_iteration": launches}
+               "bytes_structures": first.structures.nbytes, "launches_per_iteration": launches,
+               "graphed": int(graph is not None)}
+
+
+def _untimed_phase(name: str):
+    return contextlib.nullcontext()
+
+
+def _captured(issue):
+    """The work issue() launches, captured as a CUDA graph (instantiated, not run) on a stream
+    of its own: the legacy null stream cannot be captured."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            issue()
+        finally:
+            graph = stream.end_capture()
+    return graph

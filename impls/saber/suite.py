@@ -9,7 +9,8 @@ as G3 on the CPU. The topics do not depend on the order (counter-based uniforms 
 so G0 and G1 draw the same topics, and G2, G3 and G4 the same. Each iteration is timed by
 phase: preprocess (B^ and the structures), transfer (chunks in and out, when streaming),
 sample (the E-step), rebuild (A and B from z); G4's chunks as one phase, overlapped (one
-chunk on one GPU: as G3's).
+chunk on one GPU: as G3's). On the GPU, G3 and G4 with one chunk capture an iteration as a
+CUDA graph and replay it (axis graphs), timed as one phase, graph, after its capture.
 """
 
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class Workload:
     layout: list  # model.Chunk: the documents in chunks, laid out once (untimed)
     workers: int
     threads: int = 0  # the GPU's sampling blocks (0: gpu.e_step's choice)
+    graphs: bool = True  # the GPU's iterations replayed as a CUDA graph where they can be (stream.iterate)
     corpus: object = None  # stream.Corpus: the chunks' arrays for the GPU
     seed: int = SEED  # of the initial topics and of every draw
 
@@ -127,23 +129,30 @@ class SaberSuite(Suite):
         Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none); a "
              "corpus beyond it streams from pinned host memory", tune=True),
         Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels, a multiple of 32 "
-             "(0: 512, or up to 1024 where B^_v's shared memory leaves room for fewer than 4 blocks an SM)",
+             "(0: 512, or 1024 where B^_v's shared memory leaves room for one block an SM: K beyond about 29,000)",
              tune=True),
         GPUS_AXIS,
+        Axis("graphs", lambda backend, given: "1" if backend == "gpu" else "0",
+             lambda s: parse_ints(s, "graphs", minimum=0, maximum=1),
+             "1: an iteration captured once as a CUDA graph and replayed, where one GPU holds the corpus and takes "
+             "its chunks in turn (G3; G4 with one chunk), its phases then timed as one (graph); 0: every launch "
+             "from the host, each phase timed (the CPU twins ignore it)", tune=True),
     )
     variants = tuple(Variant(name, doc, devices=("cpu", "gpu")) for name, doc in DOCS.items())
     reference = "G0"
     gpu_reference = "G3"  # G0's GPU run waits on the host (cupy.unique), G3's is the GPU's work
-    phases = ("preprocess", "transfer", "sample", "rebuild", "overlapped", "reduce")
+    phases = ("preprocess", "transfer", "sample", "rebuild", "overlapped", "reduce", "capture", "graph")
     metrics = (
         Metric("tokens_per_s", "tokens/s", better="higher", help="tokens x iterations / seconds"),
         Metric("final_kd_mean", "", help="mean non-zeros per row of A at the end (drives the sampling cost)"),
         Metric("kd_mean", "", per="iteration", help="mean non-zeros per row of A after the iteration"),
         Metric("chunks_used", "", help="chunks of documents, on all GPUs (the chunks asked for, or more for the memory "
                "budget)"),
-        Metric("launches_per_iteration", "", help="GPU: the kernels and memsets an iteration issues (the suite's "
-               "own; CuPy's operations in G0-G2's rebuild by sorting and the sort of documents over LONG_CAP tokens "
-               "are not counted, so that the floor stays a floor)"),
+        Metric("launches_per_iteration", "", help="GPU: the kernels and memsets an iteration issues from the host "
+               "(the suite's own; CuPy's operations in G0-G2's rebuild by sorting and the sort of documents over "
+               "LONG_CAP tokens are not counted, so that the floor stays a floor; a graph's: its launch, and its "
+               "capture's once)"),
+        Metric("graphed", "", help="GPU: 1 where the iterations were replayed as a CUDA graph (axis graphs)"),
         Metric("resident", "", help="1: every chunk on the device; 0: streamed from pinned host memory"),
         # Table 2's analogue: the bytes of the arrays the run allocated (where they live: the
         # device, or the host for a streamed corpus), beside what a dense A would take.
@@ -186,7 +195,8 @@ class SaberSuite(Suite):
         chunks, resident = stream.chunks_for_budget(corpus.doc_ptr, corpus.vocab_size, point["K"], point["chunks"],
                                                     workers, point.get("memory", 0.0), gpus)
         work = Workload(corpus.doc_ptr, corpus.words, corpus.vocab_size, point["K"], point["iterations"],
-                        _layout(point["dataset"], point["scale"], chunks * gpus), workers, point.get("threads", 0))
+                        _layout(point["dataset"], point["scale"], chunks * gpus), workers, point.get("threads", 0),
+                        bool(point.get("graphs", 1)))
         if point["backend"] == "gpu":
             work.corpus = stream.load(work.layout, work.vocabulary, resident, point.get("memory", 0.0), gpus)
         return work
@@ -241,6 +251,8 @@ class SaberSuite(Suite):
         Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none)"),
         Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels (0: the suite's)"),
         GPUS_AXIS,
+        Axis("graphs", "1", lambda s: parse_ints(s, "graphs", minimum=0, maximum=1),
+             "1: G3's iterations replayed as a CUDA graph; 0: launched from the host"),
         Axis("own", "counted", lambda s: parse_choices(s, OWN_TOPIC, "own"),
              "counted: ESCA's draw, each token's own topic in A, B and n_k; left-out: collapsed Gibbs's conditional "
              "(the tree stages G2-G4)"),
@@ -296,7 +308,7 @@ def iterate(work: Workload, variant: str, ctx, device: str = "cpu", observe=stre
     if device == "gpu":
         z, metrics = stream.iterate(work.corpus, work.topics, work.iterations, structure, pdow, ssc,
                                     work.workers if asynchronous else 1, work.seed, ctx, work.threads, observe,
-                                    without_own)
+                                    without_own, work.graphs)
         return z, {**metrics, "bytes_l": work.corpus.bytes_of(gpu.ChunkArrays.LAYOUT + ("z",)),
                    "bytes_a": work.corpus.bytes_of(gpu.ChunkArrays.STATE[:3])}
     order = work.pdow if pdow else np.arange(work.tokens, dtype=np.int64)

@@ -265,7 +265,9 @@ template <typename T> struct GradientCache {
   __device__ void add(T* grad, int index, T value) {
     int slot = (unsigned(index) * 2654435761u) >> (32 - BITS);  // Knuth's multiplicative hash
     for (int probe = 0; probe < CACHE_PROBES; ++probe, slot = (slot + 1) & (SLOTS - 1)) {
-      int held = indices[slot];
+      // A slot, once claimed, keeps its index: a stale read can only be -1, which the CAS
+      // corrects (volatile: read again at every probe, as other warps claim slots).
+      int held = reinterpret_cast<volatile int*>(indices)[slot];
       if (held < 0) held = atomicCAS(indices + slot, -1, index);
       if (held < 0 || held == index) {
         atomicAdd(sums + slot, value);
@@ -289,7 +291,7 @@ template <typename T, int N> struct RowRun {
   int key = -1;  // warp-uniform
   __device__ void flush(T* grad, int start) {
     const int lane = threadIdx.x & 31;
-    if (key >= 0 && lane < N) atomicAdd(grad + start + key * N + lane, sums[lane]);
+    if (key >= 0 && lane < N) atomicAdd(grad + start + (long long)key * N + lane, sums[lane]);
   }
   // Before a tile's rows: the run continues with the key of the tile's last lane, or restarts.
   __device__ void follow(T* grad, int start, int key_of_lane) {
@@ -320,7 +322,7 @@ template <typename T, int N, bool SKEWED> struct Scatter {
     if (SKEWED && key == run.key)
       run.sums[k] += value;  // one group of the warp has the key: no other lane adds to sums[k]
     else
-      atomicAdd(grad + start + key * N + k, value);
+      atomicAdd(grad + start + (long long)key * N + k, value);
   }
 };
 

@@ -19,10 +19,13 @@
 //                       (_by_word, G1 on) a block per segment of one word with B^_v in
 //                       shared memory (_by_word_global: short segments, B^_v in global memory);
 //                       given the denominators of B^, the tree stages' draw leaves each token's
-//                       own topic out of A, B and n_k (collapsed Gibbs's conditional)
+//                       own topic out of A, B and n_k (collapsed Gibbs's conditional; the word
+//                       segments' kernels _left_out); blocks of up to 512 threads, three an
+//                       SM (_wide: up to 1024)
 //   saber_own_topic_draws  a probe for the tests: the own-topic correction and the tree's draw
 //                       of given (word, u2, own topic), a warp each
 //   saber_word_counts   B from the new topics, by integer atomics
+//   saber_next_iteration  the end of an iteration on the device (a CUDA graph replays it)
 //   saber_histogram_count  SSC (G3 on) for K <= 1024: A of a chunk's documents, a warp per document
 //                       counting its topics in shared memory
 //   saber_segmented_count  SSC for larger K: a warp per document sorting its topics (_long: a
@@ -291,7 +294,9 @@ __device__ __forceinline__ float product(const Chunk& c, int j, const float* bha
 // A warp's lane scan of the products of the document whose non-zeros start at `start` (a
 // document with tokens has a start of its own), word v, own topic `own` (-1: counted): the
 // next token of the same three (a word's tokens of one document lie side by side in PDOW
-// order) draws from the same sums, bit for bit, without computing them again.
+// order) draws from the same sums, bit for bit, without computing them again. (Sharing the
+// counted sums between own topics, one lane's partial corrected and scanned again a token,
+// ran 4% (nips) and 17% (kos) slower with its search of the own topic's non-zero, H200.)
 struct SparseSums {
   int start = -1, v = -1, own = -2;
   float lanes = 0.0f;
@@ -306,9 +311,13 @@ struct Token {
 };
 
 __device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bhat_v, float total,
-                                          const float* denominator, const int* z, unsigned seed, unsigned iteration) {
+                                          const float* denominator, const int* z, unsigned seed,
+                                          const unsigned* iteration) {
   const int d = c.doc_of[p], start = c.a_start[d];
-  const uint4 r = philox4x32(make_uint4(unsigned(c.first_token + p), iteration, 0u, 0u), make_uint2(seed, 0u));
+  // The iteration from device memory, where a graph's replays advance it (read here: a register
+  // held across the kernel would spill).
+  const uint4 r = philox4x32(make_uint4(unsigned(c.first_token + p), __ldg(iteration), 0u, 0u),
+                             make_uint2(seed, 0u));
   return Token{start, start + c.a_count[d], to_uniform(r.x), to_uniform(r.y),
                own_topic(denominator, z, p, bhat_v, total)};
 }
@@ -361,7 +370,7 @@ __device__ int draw(const Chunk& c, const Token& t, int v, const float* bhat_v, 
 template <typename Structure>
 __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, int topics, float alpha,
                                 const float* totals, const float* denominator, const Structure& structure,
-                                unsigned seed, unsigned iteration, int* z) {
+                                unsigned seed, const unsigned* iteration, int* z) {
   const int warps = (gridDim.x * blockDim.x) >> 5;
   SparseSums sums;
   for (int p = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < tokens; p += warps) {
@@ -380,13 +389,14 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
 // at a time. Staged: the block first copies B^_v to shared memory (dynamic shared memory:
 // topics floats); otherwise (segments too short to pay for the copy, run without shared
 // memory at full occupancy) its warps read B^_v in global memory.
-template <typename Structure, bool Staged>
+template <typename Structure, bool Staged, bool LeftOut>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
-                               int first_segment, int last, int* next, const float* bhat, int topics, float alpha, const float* totals,
-                               const float* denominator, const Structure& structure, unsigned seed,
-                               unsigned iteration, int* z) {
+                               int first_segment, int last, int* next, const float* bhat, int topics, float alpha,
+                               const float* totals, const float* denominator, const Structure& structure,
+                               unsigned seed, const unsigned* iteration, int* z) {
   extern __shared__ float staged_bhat_v[];
   __shared__ int taken;
+  if (!LeftOut) denominator = nullptr;  // ESCA's kernels hold no code (nor registers) for the own topic
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   SparseSums sums;
   for (;;) {
@@ -427,41 +437,45 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
 #define TREE_PARAMS const float *l4, const float *l3, const float *l2, int padded
 #define ALIAS_PARAMS const float *probability, const int *alias
 
+// The iteration that keys a draw's uniforms is read from device memory, so that an iteration
+// captured once as a CUDA graph draws anew at every replay (saber_next_iteration advances it).
 extern "C" __global__ void saber_sample_tree(CHUNK_PARAMS, TREE_PARAMS, int tokens, unsigned seed,
-                                             unsigned iteration, int* z) {
+                                             const unsigned* iteration, int* z) {
   sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, denominator, Tree{l4, l3, l2, padded}, seed,
                   iteration, z);
 }
 
 extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int tokens, unsigned seed,
-                                              unsigned iteration, int* z) {
+                                              const unsigned* iteration, int* z) {
   sample_by_token(CHUNK, tokens, bhat, topics, alpha, totals, denominator, Alias{probability, alias, topics}, seed,
                   iteration, z);
 }
 
 #define BY_WORD_PARAMS \
   const int *by_word, const int *segment_ptr, const int *schedule, int first_segment, int last, int *next, \
-      unsigned seed, unsigned iteration, int *z
+      unsigned seed, const unsigned *iteration, int *z
 #define BY_WORD_ARGS by_word, segment_ptr, schedule, first_segment, last, next, bhat, topics, alpha, totals, denominator
 
-// The word-segment kernels, for blocks of up to `threads`, at least `blocks` of them an SM.
-#define BY_WORD_KERNELS(suffix, threads, blocks)                                                             \
+// The word-segment kernels, for blocks of up to `threads`, at least `blocks` of them an SM:
+// staged or global, and for the tree the own topic counted (ESCA) or, _left_out, left out.
+#define TREE_BY_WORD_KERNEL(name, staged, left_out, threads, blocks)                                         \
   extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
-      saber_sample_tree_by_word##suffix(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {                         \
-    sample_by_word<Tree, true>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);             \
-  }                                                                                                          \
-  extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
-      saber_sample_tree_by_word_global##suffix(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {                  \
-    sample_by_word<Tree, false>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z);            \
-  }                                                                                                          \
-  extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
-      saber_sample_alias_by_word##suffix(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {                       \
-    sample_by_word<Alias, true>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed, iteration, z);   \
-  }                                                                                                          \
-  extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
-      saber_sample_alias_by_word_global##suffix(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {                \
-    sample_by_word<Alias, false>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed, iteration, z);  \
+      name(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {                                                      \
+    sample_by_word<Tree, staged, left_out>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z); \
   }
+#define ALIAS_BY_WORD_KERNEL(name, staged, threads, blocks)                                                  \
+  extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
+      name(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {                                                     \
+    sample_by_word<Alias, staged, false>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed,        \
+                                         iteration, z);                                                      \
+  }
+#define BY_WORD_KERNELS(suffix, threads, blocks)                                                             \
+  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word##suffix, true, false, threads, blocks)                       \
+  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_global##suffix, false, false, threads, blocks)               \
+  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_left_out##suffix, true, true, threads, blocks)               \
+  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_global_left_out##suffix, false, true, threads, blocks)       \
+  ALIAS_BY_WORD_KERNEL(saber_sample_alias_by_word##suffix, true, threads, blocks)                            \
+  ALIAS_BY_WORD_KERNEL(saber_sample_alias_by_word_global##suffix, false, threads, blocks)
 
 // Blocks of up to 512 threads, three an SM: 40 registers (48 without the bound held two
 // blocks, and nips ran 12-17% slower; a register cap without the block size spilled more and
@@ -473,6 +487,19 @@ BY_WORD_KERNELS(_wide, 1024, 1)
 extern "C" __global__ void saber_word_counts(int tokens, const int* words, const int* z, int topics, int* b) {
   for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < tokens; p += gridDim.x * blockDim.x)
     atomicAdd(b + (long long)words[p] * topics + z[p], 1);
+}
+
+// The end of an iteration, on the device, so that a captured iteration needs nothing from the
+// host: its count of A's non-zeros appended to the run's series (and zeroed), the segments'
+// schedule counters zeroed, and the iteration advanced. One block.
+extern "C" __global__ void saber_next_iteration(unsigned* iteration, unsigned long long* non_zeros,
+                                                unsigned long long* series, int* counters, int count) {
+  for (int i = threadIdx.x; i < count; i += blockDim.x) counters[i] = 0;
+  if (threadIdx.x == 0) {
+    series[*iteration] = *non_zeros;
+    *non_zeros = 0;
+    ++*iteration;
+  }
 }
 
 // ---------------------------------------------------------------------------
