@@ -347,6 +347,8 @@ def test_two_gpus_draw_the_twins_topics_and_sum_b_every_iteration(stage, without
     with twin.timed():
         expected, _ = iterate(work, "G0" if stage == "G0" else "G2", twin, "cpu", without_own=without_own)
     np.testing.assert_array_equal(topics, expected)
+    # every iteration's non-zeros of A, summed over the GPUs' series
+    assert [row["kd_mean"] for row in ctx.series] == [row["kd_mean"] for row in twin.series]
 
 
 @pytest.mark.real_corpus("kos")

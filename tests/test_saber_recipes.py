@@ -304,6 +304,10 @@ def test_the_real_corpora_targets_take_the_codes_chunks_and_the_least_corpus():
     # Rows measured before CUDA graphs existed (graphs 0 alone) were the defaults of their code
     launched = Frames(saber=real_corpora({"kos": 1.5e9, "nips": 1.7e9}, graphs=0))
     assert claim("REALRATE").ours(launched).value == pytest.approx(1.7 / 1.8)
+    # One corpus measured again with graphs: the other's rows without them decide for both
+    half = Frames(saber=pd.concat([real_corpora({"kos": 1.3e9, "nips": 1.9e9}, graphs=0),
+                                   real_corpora({"kos": 2.0e9}, graphs=1)]))
+    assert claim("REALRATE").ours(half).value == pytest.approx(1.3 / 1.4)
     short = Frames(saber=real_corpora({"kos": 1.5e9, "nips": 1.7e9}))  # nips below its 1.8 G
     assert not verdict("REALRATE", short) and claim("REALRATE").ours(short).value == pytest.approx(1.7 / 1.8)
     # Other settings are not the targets': a streamed run, a scaled corpus, other workers

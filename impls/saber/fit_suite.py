@@ -125,6 +125,8 @@ class SaberFitSuite(Suite):
                "every system: what recovering the topics is worth (synthetic corpora)"),
         Metric("tokens_per_s", "tokens/s", better="higher", help="training tokens x iterations / seconds"),
         Metric("heldout_documents", "", help="documents held out of training"),
+        Metric("graphed", "", help="our GPU systems: 1 where the iterations were replayed as a CUDA graph (saber's "
+               "axis graphs, whose default saber-fit takes: one GPU, resident, one chunk)"),
         Metric("evaluated_tokens", "", help="tokens of the held-out documents' evaluated halves"),
         Metric("loglik", "nats/token", per="iteration", help="held-out log-likelihood per token after the iteration"),
         Metric("kd_mean", "", per="iteration", help="saber: mean non-zeros per row of A after the iteration"),
@@ -164,10 +166,11 @@ class SaberFitSuite(Suite):
                            _text_stats(point["dataset"], point["scale"]))
 
     def run(self, work: FitWorkload, variant: str, ctx) -> dict:
+        ours = {}  # our systems' metrics (graphed)
         if variant == "tomotopy":
             _tomotopy(work, ctx)
         elif variant == "delayed-gibbs":
-            iterate(work.train, "G4", ctx, "gpu", _evaluation(work), without_own=True)
+            ours = iterate(work.train, "G4", ctx, "gpu", _evaluation(work), without_own=True)[1]
         elif variant == "delayed-gibbs-cpu":
             iterate(work.train, "G3", ctx, "cpu", _evaluation(work), without_own=True)
         elif variant == "dense-gpu":
@@ -175,14 +178,14 @@ class SaberFitSuite(Suite):
         elif variant == "esca-cpu":
             iterate(work.train, "G3", ctx, "cpu", _evaluation(work))
         else:
-            iterate(work.train, variant, ctx, "gpu", _evaluation(work))
+            ours = iterate(work.train, variant, ctx, "gpu", _evaluation(work))[1]
         with ctx.untimed():  # reading the series waits for the GPU, then stamps every record on the host
             first, last = ctx.series[0], ctx.series[-1]
         return {"final_loglik": last["loglik"], "initial_loglik": first["loglik"],
                 "heldout_gap": last["loglik"] - first["loglik"], "topic_js": work.final_topic_js,
                 "final_topics_per_document": last.get("kd_mean"), **work.text, "ceiling": work.ceiling,
                 "true_phi_loglik": work.true_phi_loglik, "heldout_documents": work.held.evaluated.num_docs,
-                "evaluated_tokens": work.held.evaluated.num_tokens}
+                "evaluated_tokens": work.held.evaluated.num_tokens, "graphed": ours.get("graphed")}
 
     def skip_variant(self, point: dict, variant: str) -> str | None:
         if point.get("gpus", 1) > 1 and variant not in ("G4", "G0", "delayed-gibbs"):

@@ -5,7 +5,9 @@ structures once, then for every chunk samples its tokens, rebuilds its A and add
 tokens to the next B. Where the memory budget holds the whole corpus, every chunk's
 arrays stay on the device (resident); otherwise they live in pinned host memory and are
 copied in and out of a slot per worker every iteration (streaming). G0-G3 take the chunks
-one after another on one stream, each phase timed; G4 gives them to `workers` CUDA
+one after another on one stream, each phase timed (where one GPU holds the corpus and the
+rebuild is the suite's kernels alone, G3's iteration is captured once as a CUDA graph and
+replayed, timed as phases "capture" and "graph": axis graphs); G4 gives them to `workers` CUDA
 streams, so that one chunk's copies overlap another's kernels, and is timed as a whole
 (its phase "overlapped"); with one chunk on one GPU there is nothing to overlap, and G4
 runs as G3 (the streams' events cost kos 7% an iteration, H200).
@@ -393,7 +395,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
     issuers = ThreadPoolExecutor(len(shards)) if len(shards) > 1 else None  # a host thread per GPU
     try:
         for iteration in range(iterations):
-            if graph:
+            if graph is not None:
                 with ctx.phase("graph"):
                     gpu.launch_graph(graph)
             elif one_by_one:
@@ -447,14 +449,21 @@ def _untimed_phase(name: str):
 
 def _captured(issue):
     """The work issue() launches, captured as a CUDA graph (instantiated, not run) on a stream
-    of its own: the legacy null stream cannot be captured."""
+    of its own: the legacy null stream cannot be captured. An allocation from CuPy's pool
+    inside the capture is refused: the graph would keep memory that the pool hands out again."""
     import cupy
 
-    stream = cupy.cuda.Stream(non_blocking=True)
+    pool = cupy.get_default_memory_pool()
+    stream, used = cupy.cuda.Stream(non_blocking=True), pool.used_bytes()
     with stream:
         stream.begin_capture()
         try:
             issue()
-        finally:
-            graph = stream.end_capture()
+        except BaseException:
+            with contextlib.suppress(Exception):  # the capture's own error would hide issue()'s
+                stream.end_capture()
+            raise
+        graph = stream.end_capture()
+    if pool.used_bytes() != used:
+        raise BenchError("an iteration captured as a CUDA graph allocated memory: run it with graphs 0")
     return graph

@@ -134,9 +134,11 @@ class SaberSuite(Suite):
         GPUS_AXIS,
         Axis("graphs", lambda backend, given: "1" if backend == "gpu" else "0",
              lambda s: parse_ints(s, "graphs", minimum=0, maximum=1),
-             "1: an iteration captured once as a CUDA graph and replayed, where one GPU holds the corpus and takes "
-             "its chunks in turn (G3; G4 with one chunk), its phases then timed as one (graph); 0: every launch "
-             "from the host, each phase timed (the CPU twins ignore it)", tune=True),
+             "1: an iteration captured once as a CUDA graph and replayed, where one GPU holds the corpus resident, "
+             "takes its chunks in turn (G3; G4 with one chunk) and rebuilds A without CuPy's sort (not beyond K = "
+             "1024 with a document over 4096 tokens), its phases then timed as one (graph); elsewhere, and with 0, "
+             "every launch from the host, each phase timed (metric graphed says which; the CPU twins ignore it)",
+             tune=True),
     )
     variants = tuple(Variant(name, doc, devices=("cpu", "gpu")) for name, doc in DOCS.items())
     reference = "G0"
@@ -252,7 +254,8 @@ class SaberSuite(Suite):
         Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels (0: the suite's)"),
         GPUS_AXIS,
         Axis("graphs", "1", lambda s: parse_ints(s, "graphs", minimum=0, maximum=1),
-             "1: G3's iterations replayed as a CUDA graph; 0: launched from the host"),
+             "1: G3's and one-chunk G4's iterations replayed as a CUDA graph where they can be; 0: launched from "
+             "the host"),
         Axis("own", "counted", lambda s: parse_choices(s, OWN_TOPIC, "own"),
              "counted: ESCA's draw, each token's own topic in A, B and n_k; left-out: collapsed Gibbs's conditional "
              "(the tree stages G2-G4)"),

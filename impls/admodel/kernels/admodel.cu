@@ -266,7 +266,8 @@ template <typename T> struct GradientCache {
     int slot = (unsigned(index) * 2654435761u) >> (32 - BITS);  // Knuth's multiplicative hash
     for (int probe = 0; probe < CACHE_PROBES; ++probe, slot = (slot + 1) & (SLOTS - 1)) {
       // A slot, once claimed, keeps its index: a stale read can only be -1, which the CAS
-      // corrects (volatile: read again at every probe, as other warps claim slots).
+      // corrects. volatile: a load of this call's own, not one the compiler reuses from an
+      // earlier add() inlined beside it (which would cost CASes, not correctness).
       int held = reinterpret_cast<volatile int*>(indices)[slot];
       if (held < 0) held = atomicCAS(indices + slot, -1, index);
       if (held < 0 || held == index) {

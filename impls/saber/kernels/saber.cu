@@ -479,7 +479,8 @@ extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int to
 
 // Blocks of up to 512 threads, three an SM: 40 registers (48 without the bound held two
 // blocks, and nips ran 12-17% slower; a register cap without the block size spilled more and
-// ran 5-10% slower, H200); _wide for larger blocks, up to 1024 (gpu.WORD_BLOCK).
+// ran 5-10% slower, H200); _wide for larger blocks, up to 1024 (gpu._by_word_kernel picks
+// by the kernel's own limit).
 BY_WORD_KERNELS(, 512, 3)
 BY_WORD_KERNELS(_wide, 1024, 1)
 
