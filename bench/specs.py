@@ -21,8 +21,9 @@ def _parts(spec) -> list[str]:
 
 
 def parse_ints(spec, what: str = "value", default_step: int = 1, minimum: int = 1,
-               maximum: int | None = None) -> list[int]:
-    """The integers of a spec, in order, without duplicates."""
+               maximum: int | None = None, multiple_of: int = 1) -> list[int]:
+    """The integers of a spec, in order, without duplicates (each a multiple of `multiple_of`:
+    a GPU's threads in whole warps)."""
     values: list[int] = []
     for part in _parts(spec):
         if match := _RANGE.match(part):
@@ -52,6 +53,8 @@ def parse_ints(spec, what: str = "value", default_step: int = 1, minimum: int = 
         raise BenchError(f"bad {what} spec {spec!r}: {what} must be >= {minimum}")
     if maximum is not None and any(v > maximum for v in values):
         raise BenchError(f"bad {what} spec {spec!r}: {what} must be <= {maximum}")
+    if any(v % multiple_of for v in values):
+        raise BenchError(f"bad {what} spec {spec!r}: {what} must be a multiple of {multiple_of}")
     return list(dict.fromkeys(values))
 
 

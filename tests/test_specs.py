@@ -31,6 +31,12 @@ def test_bad_specs_name_the_spec(spec):
         parse_ints(spec, "K")
 
 
+def test_whole_warps():
+    assert parse_ints("0,32..96:32", "threads", minimum=0, multiple_of=32) == [0, 32, 64, 96]
+    with pytest.raises(BenchError, match="bad threads spec '48': threads must be a multiple of 32"):
+        parse_ints("48", "threads", multiple_of=32)
+
+
 def test_floats_and_choices():
     assert parse_floats("0.5,1", "scale", 0, 1) == [0.5, 1.0]
     with pytest.raises(BenchError, match="bad scale 2: must be in"):

@@ -81,10 +81,7 @@ def check_memory(points: list[dict]) -> None:
 
 def _parse_block(spec) -> list[int]:
     """Blocks of whole warps: the kernels' shuffles and warp sums take every lane."""
-    values = parse_ints(spec, "block", minimum=32, maximum=512)
-    if any(v % 32 for v in values):
-        raise BenchError(f"block must be a multiple of 32 from 32 to 512, got {spec}")
-    return values
+    return parse_ints(spec, "block", minimum=32, maximum=512, multiple_of=32)
 
 
 @dataclass

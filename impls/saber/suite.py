@@ -48,10 +48,8 @@ OWN_TOPIC = ("counted", "left-out")  # verification: ESCA's draw, or each token'
 
 
 def _parse_threads(spec) -> list[int]:
-    values = parse_ints(spec, "threads", minimum=0, maximum=1024)
-    if any(v % W for v in values):
-        raise BenchError(f"threads must be 0 (the suite's choice) or a multiple of {W} up to 1024, got {spec}")
-    return values
+    """0 (the suite's choice) or whole warps, up to 1024."""
+    return parse_ints(spec, "threads", minimum=0, maximum=1024, multiple_of=W)
 
 
 def _default_scale(backend: str, given: dict) -> str:
