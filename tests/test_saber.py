@@ -39,7 +39,7 @@ def test_uniforms_are_in_the_open_closed_unit_interval_and_keyed_by_token_and_it
 
 
 @pytest.mark.parametrize("size", [1, 31, 32, 33, 64, 100, 1025])
-def test_chunked_scan_and_lane_scan_are_exact_on_dyadic_values(size):
+def test_chunked_scan_and_lane_partials_scanned_are_exact_on_dyadic_values(size):
     values = dyadic_weights(np.random.default_rng(size), size)
     out = np.empty(padded(size) + W, np.float32)  # a padded tail holds the total
     structures.chunked_scan(values, out)
@@ -48,7 +48,8 @@ def test_chunked_scan_and_lane_scan_are_exact_on_dyadic_values(size):
     structures.chunked_scan(values, out, np.float32(0.5))  # from a carry
     assert np.array_equal(out[:size], exact + 0.5)
     lanes = np.empty(W, np.float32)
-    structures.lane_scan(values, size, lanes)
+    structures.lane_partials(values, size, lanes)
+    structures.warp_scan(lanes)
     by_lane = np.array([values[lane::W].astype(np.float64).sum() for lane in range(W)])
     assert np.array_equal(lanes, np.cumsum(by_lane)) and lanes[-1] == exact[-1]
 

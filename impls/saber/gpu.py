@@ -213,14 +213,17 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     # The segments long enough to give every warp of a staged block a token copy B^_v to
     # shared memory, in the blocks that keep the most warps resident; the rest (a suffix of
     # the schedule: its sizes descend) read it in place, in blocks of WORD_BLOCK.
-    own = "" if denominator is None else "_left_out"  # ESCA's kernels hold no code for the own topic
-    shared = topics * 4
-    staged_block = threads or staged_threads(f"{name}_by_word{own}", topics)
+    left_out = denominator is not None
+    own = "_left_out" if left_out else ""  # ESCA's kernels hold no code for the own topic
+    staged_block = threads or staged_threads(f"{name}_by_word{own}", topics, left_out)
     staged = int(np.count_nonzero(chunk.segment_sizes >= staged_block // W))
     segments = int(chunk.segment_sizes.size)
+    global_block = threads or WORD_BLOCK
     for kernel_name, first, last, block, shared_mem, counter in (
-            (f"{name}_by_word{own}", 0, staged, staged_block, shared, counters[0:]),
-            (f"{name}_by_word_global{own}", staged, segments, threads or WORD_BLOCK, 0, counters[1:])):
+            (f"{name}_by_word{own}", 0, staged, staged_block, by_word_shared(staged_block, topics, left_out),
+             counters[0:]),
+            (f"{name}_by_word_global{own}", staged, segments, global_block, by_word_shared(global_block, 0, left_out),
+             counters[1:])):
         if first == last:
             continue
         kernel_name, kernel = _by_word_kernel(kernel_name, block)
@@ -247,13 +250,21 @@ def _by_word_kernel(name: str, block: int) -> tuple[str, object]:
     return name, kernel
 
 
-def staged_threads(name: str, topics: int) -> int:
+def by_word_shared(block: int, topics: int, left_out: bool) -> int:
+    """Bytes of dynamic shared memory of a word-segment block of `block` threads (saber.cu's
+    batch_bytes): its warps' batches of token inputs (16 bytes a thread, 48 with the own topic
+    left out), then B^_v's `topics` floats where the block stages them (0: it does not)."""
+    return block * (48 if left_out else 16) + topics * 4
+
+
+def staged_threads(name: str, topics: int, left_out: bool = False) -> int:
     """Threads of a block of the staged word-segment kernel `name` (B^_v's K floats in its
     shared memory): WORD_BLOCK, or 1024 where that keeps more warps resident (where shared
-    memory holds one block an SM: K beyond about 29,000 on an H100 or H200)."""
+    memory holds one block an SM: on an H100 or H200, K beyond about 27,000, or 23,000 with
+    the own topic left out)."""
     def resident_warps(block: int) -> int:
         kernel = _by_word_kernel(name, block)[1]
-        return block // W * _blocks_per_sm(topics * 4, block, kernel.num_regs)
+        return block // W * _blocks_per_sm(by_word_shared(block, topics, left_out), block, kernel.num_regs)
 
     return max((WORD_BLOCK, 1024), key=resident_warps)  # WORD_BLOCK where equal
 

@@ -22,7 +22,8 @@ from bench.backend import gpu_array_module, to_host
 from bench.errors import BenchError
 from impls.saber import philox
 from impls.saber.structures import (MAX_TOPICS, W, alias_sample, build_alias, build_tree, chunked_scan,
-                                    lane_scan, level3_size, padded, segmented_count, tree_sample, vote)
+                                    lane_partials, level3_size, padded, segmented_count, tree_sample, vote,
+                                    warp_scan)
 
 BETA = np.float32(0.01)
 STRUCTURES = ("alias", "tree")  # G0, G1: alias; G2-G4: tree
@@ -143,21 +144,27 @@ def preprocess(bhat: np.ndarray, kind: str) -> Structures:
 def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, products, prefix, own=-1,
                 bhat_own=np.float32(0.0)) -> int:
     """Fig. 5 with its bugs fixed, its search ours: the products A_dk B^_vk, their lane
-    scan (lane_scan: lane l holds non-zeros l, l + 32, ...), S its last value, the branch
+    scan (lane_partials: lane l holds non-zeros l, l + 32, ...), S its last value, the branch
     u1 (S + Q) < S, then, for x = u2 S, the first lane whose scan reaches x (the last lane
     with non-zeros where none does) and within it, its non-zeros' chunked prefix sum from
     the lanes before, the first that reaches x (its last where rounding leaves none): one
     chunk's scan for up to 1024 non-zeros, where the paper scans them all. -1 for the
     word's structure. With the token's own topic `own` left out, its product is
-    (A_d,own - 1) bhat_own and total_v is the corrected mass (own_topic_correction).
+    (A_d,own - 1) bhat_own and total_v is the corrected mass (own_topic_correction); the
+    lanes' partials are the counted products' (a document's tokens of one word share them),
+    the own topic's lane's then corrected by its product's change.
     Scratch: products of nnz floats, prefix of W + padded(nnz / W) floats."""
     nnz = stop - start
     for i in range(nnz):
-        k = a_idx[start + i]
-        products[i] = np.float32(a_val[start + i] - 1) * bhat_own if k == own else \
-            np.float32(a_val[start + i]) * bhat_v[k]
+        products[i] = np.float32(a_val[start + i]) * bhat_v[a_idx[start + i]]
     lanes = prefix[:W]
-    lane_scan(products, nnz, lanes)
+    lane_partials(products, nnz, lanes)
+    for i in range(nnz):
+        if a_idx[start + i] == own:
+            left = np.float32(a_val[start + i] - 1) * bhat_own
+            lanes[i % W] += left - products[i]
+            products[i] = left
+    warp_scan(lanes)
     s = lanes[W - 1]
     if not u1 * (s + alpha * total_v) < s:
         return -1

@@ -1,6 +1,6 @@
 """SaberLDA's sampling structures as a warp computes them, with its 32 lanes emulated, in
 float32 (numba): the chunked prefix sum (a Hillis-Steele scan of 32 values, then the
-carry of the chunks before), the lane scan (lane partials, then their Hillis-Steele scan), the
+carry of the chunks before), the lane partials (then their Hillis-Steele scan), the
 warp vote (the first lane whose value reaches x), the W-ary tree of Fig. 6-7 (W = 32,
 four levels, up to 32^3 = 32,768 topics) and Vose's alias table (G0, G1). The GPU
 kernels do the same float operations in the same order, so that with the same uniforms
@@ -72,14 +72,13 @@ def vote(values, start, x) -> int:
 
 
 @numba.njit(cache=True)
-def lane_scan(values, count, lanes):
-    """The lane partials of values[:count] (lane l sums values l, l + 32, ... in order) and
-    their inclusive Hillis-Steele scan, into lanes[0:32]: lanes[31] is the warp's sum, and
-    lane l's values lie between lanes[l - 1] and lanes[l]."""
+def lane_partials(values, count, lanes):
+    """The lane partials of values[:count] into lanes[0:32]: lane l sums values l, l + 32,
+    ... in order. Their warp_scan is the lane scan: lanes[31] the warp's sum, and lane l's
+    values lie between lanes[l - 1] and lanes[l]."""
     lanes[:] = 0
     for i in range(count):
         lanes[i % W] += values[i]
-    warp_scan(lanes)
 
 
 # W-ary tree: L4 the prefix sums of the weights (padded to a multiple of W), L3 every

@@ -127,7 +127,8 @@ class SaberSuite(Suite):
         Axis("memory", "0", lambda s: parse_floats(s, "memory", 0.0), "GPU memory budget in GiB (0: none); a "
              "corpus beyond it streams from pinned host memory", tune=True),
         Axis("threads", "0", _parse_threads, "threads per block of the GPU's sampling kernels, a multiple of 32 "
-             "(0: 512, or 1024 where B^_v's shared memory leaves room for one block an SM: K beyond about 29,000)",
+             "(0: 512, or 1024 where B^_v's shared memory leaves room for one block an SM: K beyond about 27,000, "
+             "or 23,000 with the own topic left out)",
              tune=True),
         GPUS_AXIS,
         Axis("graphs", lambda backend, given: "1" if backend == "gpu" else "0",

@@ -209,10 +209,14 @@ extern "C" __global__ void saber_build_aliases(const float* bhat, const float* t
 // The token's own topic as a draw leaves it out (model.own_topic_correction): its B^_v,own
 // with the token taken out of B_v,own and n_own, (B^ den - 1) / (den - 1), and the word's
 // mass with that in place of B^_v,own; `shrink` is what the own topic's interval in the
-// tree loses. topic -1: ESCA's draw, the token counted, the mass the word's total.
+// tree loses. topic -1: ESCA's draw, the token counted, the mass the word's total. In a
+// document's draw also the own topic's non-zero `index` in A_d (-1: none), its product with
+// the token left out, (A_d,own - 1) B^'_v,own, and `delta`, that less its counted product.
 struct Own {
   int topic;
   float bhat, mass, shrink;
+  int index = -1;
+  float left = 0.0f, delta = 0.0f;
 };
 
 __device__ __forceinline__ Own own_topic(const float* denominator, const int* z, int p, const float* bhat_v,
@@ -285,21 +289,43 @@ struct Chunk {
   const int *doc_of, *words, *a_start, *a_count, *a_idx, *a_val;
 };
 
-// A_dk B^_vk of the non-zero j of A_d, (A_dk - 1) B^'_vk for the own topic left out.
-__device__ __forceinline__ float product(const Chunk& c, int j, const float* bhat_v, const Own& own) {
-  const int k = c.a_idx[j];
-  return k == own.topic ? __fmul_rn(float(c.a_val[j] - 1), own.bhat) : __fmul_rn(float(c.a_val[j]), bhat_v[k]);
+// A_dk B^_vk of the non-zero j of A_d (the own topic counted).
+__device__ __forceinline__ float counted(const Chunk& c, int j, const float* bhat_v) {
+  return __fmul_rn(float(c.a_val[j]), bhat_v[c.a_idx[j]]);
 }
 
-// A warp's lane scan of the products of the document whose non-zeros start at `start` (a
-// document with tokens has a start of its own), word v, own topic `own` (-1: counted): the
-// next token of the same three (a word's tokens of one document lie side by side in PDOW
-// order) draws from the same sums, bit for bit, without computing them again. (Sharing the
-// counted sums between own topics, one lane's partial corrected and scanned again a token,
-// ran 4% (nips) and 17% (kos) slower with its search of the own topic's non-zero, H200.)
+// The same with the own topic's non-zero left out: (A_dk - 1) B^'_vk.
+__device__ __forceinline__ float product(const Chunk& c, int j, const float* bhat_v, const Own& own) {
+  return j == own.index ? own.left : counted(c, j, bhat_v);
+}
+
+// The own topic's non-zero in A_d (a_idx increases within a document; the token is counted in
+// A_d, so it is there), found by the lane that reads the token's inputs.
+__device__ __forceinline__ Own in_document(const Chunk& c, int start, int stop, const float* bhat_v, Own own) {
+  if (own.topic < 0 || stop <= start) return own;
+  int lo = start, hi = stop;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (c.a_idx[mid] <= own.topic) lo = mid;
+    else hi = mid;
+  }
+  if (c.a_idx[lo] != own.topic) return own;
+  const int a = c.a_val[lo];
+  own.index = lo;
+  own.left = __fmul_rn(float(a - 1), own.bhat);
+  own.delta = __fsub_rn(own.left, __fmul_rn(float(a), bhat_v[own.topic]));
+  return own;
+}
+
+// A warp's sums of the products of the document whose non-zeros start at `start` (a document
+// with tokens has a start of its own) and word v: each lane's partial, the own topic counted,
+// then their lane scan for own topic `own` (-1: counted), the own topic's lane corrected by
+// its delta (model.sparse_draw). The next token of the document and word (a word's tokens of
+// one document lie side by side in PDOW order) reuses the partials, bit for bit, and where
+// its own topic is the same, the scan too.
 struct SparseSums {
   int start = -1, v = -1, own = -2;
-  float lanes = 0.0f;
+  float partial = 0.0f, lanes = 0.0f;
 };
 
 // What a token's draw needs besides its word: its document's non-zeros of A, its uniforms
@@ -318,32 +344,63 @@ __device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bh
   // held across the kernel would spill).
   const uint4 r = philox4x32(make_uint4(unsigned(c.first_token + p), __ldg(iteration), 0u, 0u),
                              make_uint2(seed, 0u));
-  return Token{start, start + c.a_count[d], to_uniform(r.x), to_uniform(r.y),
-               own_topic(denominator, z, p, bhat_v, total)};
+  const int stop = start + c.a_count[d];
+  return Token{start, stop, to_uniform(r.x), to_uniform(r.y),
+               in_document(c, start, stop, bhat_v, own_topic(denominator, z, p, bhat_v, total))};
 }
 
-// Lane `from`'s token, for the whole warp, every lane holding a token of the word (ESCA's
-// draw counts the own topic: then Own is the word's, the same in every lane).
-__device__ __forceinline__ Token broadcast(const Token& t, int from) {
-  const auto get = [from](auto x) { return __shfl_sync(FULL_MASK, x, from); };
-  return Token{get(t.start), get(t.stop), get(t.u1), get(t.u2),
-               t.own.topic < 0 ? t.own : Own{get(t.own.topic), get(t.own.bhat), get(t.own.mass), get(t.own.shrink)}};
-}
+// A warp's batch of 32 tokens' inputs in the block's shared memory: lane i stores token i's,
+// then the whole warp loads each token's with broadcast loads of 16 bytes. (Shuffles of the
+// ten registers a token holds took more instructions, and those registers, held across the
+// batch, spilled: G4 ran 7-8% and delayed-gibbs up to 13% slower on kos and nips, H200.)
+// ESCA's own topic is the word's (topic -1, its mass the word's total), kept out of it.
+template <bool LeftOut>
+struct Batch {
+  int4* inputs;  // start, stop, u1, u2
+  float4* own;   // LeftOut: two a token, (topic, index, mass, shrink) and (left, delta)
+  __device__ void put(int i, const Token& t) const {
+    inputs[i] = make_int4(t.start, t.stop, __float_as_int(t.u1), __float_as_int(t.u2));
+    if (LeftOut) {
+      own[2 * i] = make_float4(__int_as_float(t.own.topic), __int_as_float(t.own.index), t.own.mass, t.own.shrink);
+      own[2 * i + 1] = make_float4(t.own.left, t.own.delta, 0.0f, 0.0f);
+    }
+  }
+  __device__ Token get(int i, float total) const {
+    const int4 in = inputs[i];
+    Own o{-1, 0.0f, total, 0.0f};
+    if (LeftOut) {
+      const float4 a = own[2 * i], b = own[2 * i + 1];
+      o = Own{__float_as_int(a.x), 0.0f, a.z, a.w, __float_as_int(a.y), b.x, b.y};
+    }
+    return Token{in.x, in.y, __int_as_float(in.z), __int_as_float(in.w), o};
+  }
+};
+
+// Dynamic shared memory of a word-segment block (gpu.by_word_shared): the batches' inputs (16
+// bytes a thread, 48 with the own topic left out), then the staged B^_v.
+template <bool LeftOut>
+__device__ __forceinline__ int batch_bytes() { return LeftOut ? 48 : 16; }
 
 // A token's topic (Fig. 5, bugs fixed, its search ours: model.sparse_draw), the whole warp
 // together, with B^_v read from bhat_v (global memory or the block's copy): the sparse part
 // over the non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1), the
-// token's own topic left out where t.own names it. `sums`: the warp's last lane scan, reused
-// where it applies, else replaced.
-template <typename Structure>
+// token's own topic left out where t.own names it. `sums`: the warp's last partials and lane
+// scan, reused where they apply, else replaced.
+template <bool LeftOut, typename Structure>
 __device__ int draw(const Chunk& c, const Token& t, int v, const float* bhat_v, float alpha,
                     const Structure& structure, SparseSums& sums) {
   const int lane = threadIdx.x & 31;
   // S: lane l adds the products l, l + 32, ... in order; the lanes' inclusive scan; S its last.
-  if (sums.start != t.start || sums.v != v || sums.own != t.own.topic) {
+  if (sums.start != t.start || sums.v != v) {
     float partial = 0.0f;
-    for (int j = t.start + lane; j < t.stop; j += W) partial = __fadd_rn(partial, product(c, j, bhat_v, t.own));
-    sums = SparseSums{t.start, v, t.own.topic, warp_scan(partial)};
+    for (int j = t.start + lane; j < t.stop; j += W) partial = __fadd_rn(partial, counted(c, j, bhat_v));
+    // ESCA's kernels scan at once and keep no partials
+    sums = LeftOut ? SparseSums{t.start, v, -2, partial} : SparseSums{t.start, v, -1, 0.0f, warp_scan(partial)};
+  }
+  if (LeftOut && sums.own != t.own.topic) {
+    const bool own_lane = t.own.index >= 0 && ((t.own.index - t.start) & (W - 1)) == lane;
+    sums.lanes = warp_scan(own_lane ? __fadd_rn(sums.partial, t.own.delta) : sums.partial);
+    sums.own = t.own.topic;
   }
   const float lanes = sums.lanes;
   const float s = __shfl_sync(FULL_MASK, lanes, W - 1);
@@ -377,7 +434,7 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
     const int v = c.words[p];
     const float* bhat_v = bhat + (long long)v * topics;
     const Token t = token_at(c, p, bhat_v, totals[v], denominator, z, seed, iteration);
-    const int k = draw(c, t, v, bhat_v, alpha, structure, sums);
+    const int k = draw<true>(c, t, v, bhat_v, alpha, structure, sums);
     if ((threadIdx.x & 31) == 0) z[p] = k;
   }
 }
@@ -386,7 +443,7 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
 // order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
 // the segments taken), then each warp a contiguous share of the segment's tokens, drawn a token
 // at a time (so that a document's tokens of the word share one lane scan) from inputs read 32
-// at a time. Staged: the block first copies B^_v to shared memory (dynamic shared memory:
+// at a time (Batch). Staged: the block first copies B^_v to shared memory (after the batches:
 // topics floats); otherwise (segments too short to pay for the copy, run without shared
 // memory at full occupancy) its warps read B^_v in global memory.
 template <typename Structure, bool Staged, bool LeftOut>
@@ -394,10 +451,12 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
                                int first_segment, int last, int* next, const float* bhat, int topics, float alpha,
                                const float* totals, const float* denominator, const Structure& structure,
                                unsigned seed, const unsigned* iteration, int* z) {
-  extern __shared__ float staged_bhat_v[];
+  extern __shared__ float4 dynamic[];
   __shared__ int taken;
   if (!LeftOut) denominator = nullptr;  // ESCA's kernels hold no code (nor registers) for the own topic
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const Batch<LeftOut> batch{reinterpret_cast<int4*>(dynamic) + warp * W, dynamic + blockDim.x + 2 * warp * W};
+  float* staged_bhat_v = reinterpret_cast<float*>(dynamic + blockDim.x * batch_bytes<LeftOut>() / 16);
   SparseSums sums;
   for (;;) {
     if (threadIdx.x == 0) taken = first_segment + atomicAdd(next, 1);
@@ -417,13 +476,15 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
       // Lane j reads token base + j's inputs and keeps its topic: the loads and the Philox
       // rounds of 32 tokens at once, not one token's by every lane.
       const int n = min(W, end - base), p = by_word[base + min(lane, n - 1)];  // lanes past n: a copy
-      const Token lane_token = token_at(c, p, bhat_v, total, denominator, z, seed, iteration);
+      batch.put(lane, token_at(c, p, bhat_v, total, denominator, z, seed, iteration));
+      __syncwarp();
       int topic = 0;
       for (int j = 0; j < n; ++j) {
-        const int k = draw(c, broadcast(lane_token, j), v, bhat_v, alpha, structure, sums);
+        const int k = draw<LeftOut>(c, batch.get(j, total), v, bhat_v, alpha, structure, sums);
         if (lane == j) topic = k;
       }
       if (lane < n) z[p] = topic;
+      __syncwarp();  // the batch is read before the next one overwrites it
     }
     __syncthreads();  // the staged B^_v and taken are read before the next segment overwrites them
   }
