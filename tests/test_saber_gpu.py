@@ -170,7 +170,9 @@ def test_the_own_topic_correction_and_its_tree_draw_are_the_twins_bit_for_bit(to
     assert (cupy.asnumpy(got[2]) < topics).all()
 
 
-@pytest.mark.parametrize("threads", [0, 32])  # 32: several batches of 32 tokens a warp, own topics broadcast
+# 32: several batches of 32 tokens a warp; 1024: the _wide kernels (48 KiB of shared memory for the
+# short segments' batches)
+@pytest.mark.parametrize("threads", [0, 32, 1024])
 @pytest.mark.parametrize("by_word", [False, True])
 @pytest.mark.parametrize("topics", [1, 5, 33, 1000, 4097, 32768])
 def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word, threads):

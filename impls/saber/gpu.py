@@ -11,6 +11,7 @@ from importlib.resources import files
 import numpy as np
 
 from bench.backend import device_attribute, multiprocessors, raw_kernel
+from bench.errors import BenchError
 from impls.saber.model import BETA, Structures, alpha_of, check_without_own
 from impls.saber.structures import W, level3_size, padded
 
@@ -227,6 +228,9 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
         if first == last:
             continue
         kernel_name, kernel = _by_word_kernel(kernel_name, block)
+        if not _fits(kernel, shared_mem):
+            raise BenchError(f"K = {topics:,}, {block} threads a block: {shared_mem:,} bytes of shared memory a block, "
+                             f"more than this GPU gives one; use fewer threads")
         if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
             kernel.max_dynamic_shared_size_bytes = shared_mem
         blocks = min(last - first, multiprocessors() * _blocks_per_sm(shared_mem, block, kernel.num_regs))
@@ -262,11 +266,17 @@ def staged_threads(name: str, topics: int, left_out: bool = False) -> int:
     shared memory): WORD_BLOCK, or 1024 where that keeps more warps resident (where shared
     memory holds one block an SM: on an H100 or H200, K beyond about 27,000, or 23,000 with
     the own topic left out)."""
-    def resident_warps(block: int) -> int:
-        kernel = _by_word_kernel(name, block)[1]
-        return block // W * _blocks_per_sm(by_word_shared(block, topics, left_out), block, kernel.num_regs)
+    def resident_warps(block: int) -> int:  # 0 where a block's shared memory exceeds the GPU's
+        kernel, shared = _by_word_kernel(name, block)[1], by_word_shared(block, topics, left_out)
+        return block // W * _blocks_per_sm(shared, block, kernel.num_regs) if _fits(kernel, shared) else 0
 
-    return max((WORD_BLOCK, 1024), key=resident_warps)  # WORD_BLOCK where equal
+    return max((WORD_BLOCK, 1024), key=resident_warps)  # WORD_BLOCK where equal (e_step refuses where none fits)
+
+
+def _fits(kernel, shared: int) -> bool:
+    """Whether a block of `kernel` with `shared` bytes of dynamic shared memory fits this GPU's
+    limit a block (opt-in, beside the kernel's static shared memory)."""
+    return shared + kernel.shared_size_bytes <= device_attribute("MaxSharedMemoryPerBlockOptin")
 
 
 def _blocks_per_sm(shared: int, threads: int, registers: int = 0) -> int:

@@ -299,8 +299,8 @@ __device__ __forceinline__ float product(const Chunk& c, int j, const float* bha
   return j == own.index ? own.left : counted(c, j, bhat_v);
 }
 
-// The own topic's non-zero in A_d (a_idx increases within a document; the token is counted in
-// A_d, so it is there), found by the lane that reads the token's inputs.
+// The own topic's non-zero in A_d (a_idx increases within a document), found by the lane that
+// reads the token's inputs; none (index -1, no correction) where A_d does not count the token.
 __device__ __forceinline__ Own in_document(const Chunk& c, int start, int stop, const float* bhat_v, Own own) {
   if (own.topic < 0 || stop <= start) return own;
   int lo = start, hi = stop;
@@ -353,7 +353,8 @@ __device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bh
 // then the whole warp loads each token's with broadcast loads of 16 bytes. (Shuffles of the
 // ten registers a token holds took more instructions, and those registers, held across the
 // batch, spilled: G4 ran 7-8% and delayed-gibbs up to 13% slower on kos and nips, H200.)
-// ESCA's own topic is the word's (topic -1, its mass the word's total), kept out of it.
+// ESCA's own topic is the word's (topic -1, its mass the word's total), kept out of it; the
+// own topic's corrected B^ stays behind (the draw needs only left and delta, made from it).
 template <bool LeftOut>
 struct Batch {
   int4* inputs;  // start, stop, u1, u2
@@ -442,10 +443,10 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
 // G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
 // order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
 // the segments taken), then each warp a contiguous share of the segment's tokens, drawn a token
-// at a time (so that a document's tokens of the word share one lane scan) from inputs read 32
-// at a time (Batch). Staged: the block first copies B^_v to shared memory (after the batches:
-// topics floats); otherwise (segments too short to pay for the copy, run without shared
-// memory at full occupancy) its warps read B^_v in global memory.
+// at a time (so that a document's tokens of the word share their lanes' partials) from inputs
+// read 32 at a time (Batch, in shared memory). Staged: the block first copies B^_v to shared
+// memory (after the batches: topics floats); otherwise (segments too short to pay for the
+// copy) its warps read B^_v in global memory.
 template <typename Structure, bool Staged, bool LeftOut>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
                                int first_segment, int last, int* next, const float* bhat, int topics, float alpha,
