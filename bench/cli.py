@@ -318,7 +318,11 @@ FiguresOpt = typer.Option(FIGURES, "--figures", help="Root of the figures/<machi
 def _machine_dirs(results_dir: Path) -> list[Path]:
     if not results_dir.is_dir():
         raise BenchError(f"--results {results_dir}: not a directory (run `bench reproduce` or `bench sweep` first)")
-    return sorted(p for p in results_dir.iterdir() if p.is_dir())
+    machines = sorted(p for p in results_dir.iterdir() if p.is_dir())
+    if not machines and any(results_dir.glob("*.csv")):  # `bench sweep --out DIR` writes where it is told
+        raise BenchError(f"--results {results_dir}: holds results itself, not <machine>/ folders of them; give "
+                         "the folder above it, or sweep with --out DIR/<machine>")
+    return machines
 
 
 def _draw(results_dir: Path, figures_dir: Path, machines: list[str] | None = None) -> list[Path]:

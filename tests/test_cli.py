@@ -91,6 +91,14 @@ def test_defaults_fit_a_real_corpus():
     assert "dataset=kos scale=1.0" in dry.stdout
 
 
+def test_results_of_a_sweep_out_folder_are_not_taken_for_machines(tmp_path):
+    """`bench sweep --out DIR` writes DIR/<suite>.csv; report and figures read DIR/<machine>/."""
+    (tmp_path / "lda.csv").write_text("suite\n")
+    for command in ("report", "figures"):
+        assert_one_line_error(bench(command, "--results", tmp_path, "--figures", tmp_path / "figures"),
+                              "holds results itself", "--out DIR/<machine>")
+
+
 def test_malformed_corpus_names_file_and_line(tmp_path):
     path = tmp_path / "docword.bad.txt.gz"
     with gzip.open(path, "wt") as f:

@@ -31,6 +31,15 @@ def test_every_kernel_source_and_the_catalogue_are_package_data():
     assert [p for p in runtime if not shipped(p)] == []
 
 
+def test_the_wheel_takes_bench_and_impls_and_no_other_top_level_package():
+    """benchmarks/ (studies beside the tests) matches bench*: it must not ship as a package."""
+    from setuptools import find_namespace_packages
+
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = find_namespace_packages(str(ROOT), include=found["include"])
+    assert {name.split(".")[0] for name in packages} == {"bench", "impls"}
+
+
 def test_the_catalogue_is_datasets_catalogue_toml_read_as_a_resource():
     from bench.corpus import entries
 

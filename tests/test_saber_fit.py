@@ -32,6 +32,13 @@ def test_at_most_a_thousand_documents_and_a_tenth_of_the_corpus_are_held_out(doc
     assert split.train.num_docs + split.observed.num_docs == documents
 
 
+def test_a_corpus_too_small_to_hold_a_document_out_is_refused():
+    from bench.errors import BenchError
+
+    with pytest.raises(BenchError, match="3 documents leave none to hold out"):
+        heldout.split(_stub(3))
+
+
 def _reference_log_likelihood(held, phi: np.ndarray, alpha: float, iterations: int) -> float:
     """The evaluator written out in numpy, a document at a time."""
     total = 0.0

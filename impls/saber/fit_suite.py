@@ -108,11 +108,12 @@ class SaberFitSuite(Suite):
     gpu_reference = "G4"
     metrics = (
         Metric("final_loglik", "nats/token", better="higher", gate="tolerance", tolerance=0.01, help="held-out log-likelihood per token at the end"),
-        Metric("initial_loglik", "nats/token", help="held-out log-likelihood per token at the seeded random start"),
+        Metric("initial_loglik", "nats/token", better="higher",
+               help="held-out log-likelihood per token at the seeded random start"),
         Metric("heldout_gap", "nats/token", better="higher",
                help="final_loglik - initial_loglik: what training found (the corpus's topic structure)"),
-        Metric("topic_js", "nats", help="mean Jensen-Shannon divergence between two trained topics' word "
-               "distributions (every pair of 64 topics drawn at random): how separated the topics are"),
+        Metric("topic_js", "nats", better="higher", help="mean Jensen-Shannon divergence between two trained "
+               "topics' word distributions (every pair of 64 topics drawn at random): how separated the topics are"),
         Metric("final_topics_per_document", "", help="saber: mean non-zero topics of a training document's row of "
                "A at the end (kd_mean): how many topics a document mixes"),
         Metric("mean_length", "tokens", help="the corpus's mean document length"),
@@ -120,15 +121,17 @@ class SaberFitSuite(Suite):
         Metric("zipf_exponent", "", help="the corpus's word frequencies: slope of log frequency against log rank "
                "(bench.corpus Corpus.zipf_exponent)"),
         Metric("tokens_per_pair", "", help="the corpus's burstiness: tokens per distinct (document, word) pair"),
-        Metric("ceiling", "nats/token", help="the same under the generating theta and phi (synthetic corpora)"),
-        Metric("true_phi_loglik", "nats/token", help="the evaluator on the generating phi, theta folded in as for "
-               "every system: what recovering the topics is worth (synthetic corpora)"),
+        Metric("ceiling", "nats/token", better="higher",
+               help="the same under the generating theta and phi (synthetic corpora)"),
+        Metric("true_phi_loglik", "nats/token", better="higher", help="the evaluator on the generating phi, theta "
+               "folded in as for every system: what recovering the topics is worth (synthetic corpora)"),
         Metric("tokens_per_s", "tokens/s", better="higher", help="training tokens x iterations / seconds"),
         Metric("heldout_documents", "", help="documents held out of training"),
         Metric("graphed", "", help="our GPU systems: 1 where the iterations were replayed as a CUDA graph (saber's "
                "axis graphs, whose default saber-fit takes: one GPU, resident, one chunk)"),
         Metric("evaluated_tokens", "", help="tokens of the held-out documents' evaluated halves"),
-        Metric("loglik", "nats/token", per="iteration", help="held-out log-likelihood per token after the iteration"),
+        Metric("loglik", "nats/token", better="higher", per="iteration",
+               help="held-out log-likelihood per token after the iteration"),
         Metric("kd_mean", "", per="iteration", help="saber: mean non-zeros per row of A after the iteration"),
     )
     sources = ("impls/saber", "impls/lda")  # lda's: the dense GPU peer

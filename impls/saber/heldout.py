@@ -20,6 +20,7 @@ import numpy as np
 
 from bench.backend import to_host
 from bench.corpus import Corpus, HeldOut
+from bench.errors import BenchError
 from impls.saber.model import alpha_of
 
 HELDOUT_DOCUMENTS = 1000
@@ -28,7 +29,11 @@ SPLIT_SEED = 20090614  # Wallach et al., ICML 2009
 
 
 def split(corpus: Corpus, documents: int = HELDOUT_DOCUMENTS) -> HeldOut:
-    return corpus.heldout_split(min(0.1, documents / max(1, corpus.num_docs)), seed=SPLIT_SEED)
+    held = corpus.heldout_split(min(0.1, documents / max(1, corpus.num_docs)), seed=SPLIT_SEED)
+    if held.evaluated.num_docs == 0:
+        raise BenchError(f"{corpus.num_docs} documents leave none to hold out for the held-out log-likelihood "
+                         "(a tenth of them, at most 1000): use a larger scale")
+    return held
 
 
 def compact(held: HeldOut) -> tuple[HeldOut, np.ndarray]:
