@@ -118,6 +118,8 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
         gated = {m: gated[m] for m in metrics}
     by = [*keys, "variant"]
     group_by = [*by, "against"]
+    if new[by].astype(str).drop_duplicates().merge(base[by].astype(str).drop_duplicates()).empty:
+        raise _nothing_matches(new, base, keys)  # first: how the files differ, not one side's missing reference
     rows = []
     for metric, role in gated.items():
         sides = {side: _prepare(df, schema, side.upper(), metric) for side, df in (("base", base), ("new", new))}

@@ -74,7 +74,11 @@ class Plan:
         return sum(len(self.variants_at(point)) for point in self.points)
 
     def describe_skips(self) -> list[str]:
-        lines = [f"variant {name} skipped: {why}" for name, why in self.skipped_variants.items()]
+        by_reason: dict[str, list[str]] = {}  # one line a reason: a CPU sweep skips every GPU variant alike
+        for name, why in self.skipped_variants.items():
+            by_reason.setdefault(why, []).append(name)
+        lines = [f"variant{'s' * (len(names) > 1)} {', '.join(names)} skipped: {why}"
+                 for why, names in by_reason.items()]
         at: dict[tuple[str, str], int] = {}
         for _, name, why in self.skipped_at:
             at[name, why] = at.get((name, why), 0) + 1
@@ -136,7 +140,7 @@ def plan(suite: Suite, given: dict[str, str], backend: str, variant_names: list[
         variant = suite.variant(name)
         device = "gpu" if backend == "gpu" and "gpu" in variant.devices else "cpu"
         if device not in variant.devices:
-            skipped_variants[name] = f"runs on {', '.join(variant.devices)} only; this sweep's backend is {backend}"
+            skipped_variants[name] = f"runs on {', '.join(variant.devices)} only; the backend is {backend}"
         elif missing := variant.missing():
             skipped_variants[name] = f"needs {', '.join(missing)} (not installed)"
         else:

@@ -14,9 +14,11 @@ _POWERS = re.compile(r"^(\d+)\^(\d+)\.\.(\d+)\^(\d+)$")
 
 
 def _parts(spec) -> list[str]:
-    parts = [part for part in str(spec).replace(" ", "").split(",") if part]
-    if not parts:
+    parts = str(spec).replace(" ", "").split(",")
+    if parts == [""]:
         raise BenchError(f"empty spec {spec!r}")
+    if "" in parts:
+        raise BenchError(f"bad spec {spec!r}: an empty value between commas")
     return parts
 
 

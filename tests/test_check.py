@@ -136,6 +136,13 @@ def test_a_file_without_the_reference_is_bad_input(side):
         compare(files["new"], files["base"], SCHEMA)
 
 
+def test_files_of_other_backends_say_how_they_differ_before_any_missing_reference():
+    base = results(BASE_FACTORS, seed=1).assign(backend="gpu")
+    base = base[base["variant"] != "alg1"]  # another reference on the GPU
+    with pytest.raises(BenchError, match=r"share no measured .*backend: NEW \['cpu'\] vs BASE \['gpu'\]"):
+        compare(results(BASE_FACTORS, seed=2), base, SCHEMA)
+
+
 def test_higher_is_better_ratio_metric_regresses_downwards():
     schema = json.loads(json.dumps(SCHEMA))
     schema["columns"]["tokens_per_s"] = {"role": "metric", "unit": "tokens/s", "better": "higher", "per": "run",

@@ -29,8 +29,14 @@ def test_plan_crosses_axes_skips_with_reasons_and_resolves_devices():
                                                     "block": 8}]
     assert plan.variants == [("plain", "cpu"), ("twice", "cpu")]
     assert plan.skipped_variants == {"peerlib": "needs no_such_package_xyz (not installed)",
-                                     "gpuonly": "runs on gpu only; this sweep's backend is cpu"}
+                                     "gpuonly": "runs on gpu only; the backend is cpu"}
     assert any("1 point(s) skipped: the loop method" in line for line in plan.describe_skips())
+
+
+def test_variants_skipped_for_one_reason_take_one_line():
+    plan = harness.plan(FAKE, {"n": "64"}, "cpu")
+    plan.skipped_variants.update(gpuonly2="runs on gpu only; the backend is cpu")
+    assert "variants gpuonly, gpuonly2 skipped: runs on gpu only; the backend is cpu" in plan.describe_skips()
 
 
 @pytest.mark.parametrize("given, variants, message", [

@@ -25,9 +25,9 @@ def test_specs(spec, expected):
 
 
 @pytest.mark.parametrize("spec", ["", "abc", "4..", "..8", "8..4", "4..8:0", "0", "4-8", "1.5", "4..8:*1",
-                                  "0..8:*2", "2^3..3^4", "2^5..2^3", "1^1..1^4"])
+                                  "0..8:*2", "2^3..3^4", "2^5..2^3", "1^1..1^4", "1,,2", "4,"])
 def test_bad_specs_name_the_spec(spec):
-    with pytest.raises(BenchError, match="bad K spec|empty spec"):
+    with pytest.raises(BenchError, match="bad K spec|empty spec|bad spec .*empty value"):
         parse_ints(spec, "K")
 
 
