@@ -155,15 +155,18 @@ def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, produ
     the own topic's lane's then corrected by its product's change.
     Scratch: products of nnz floats, prefix of W + padded(nnz / W) floats."""
     nnz = stop - start
+    own_at = -1  # the own topic's non-zero, found in the products' pass (ESCA's draw: none)
     for i in range(nnz):
-        products[i] = np.float32(a_val[start + i]) * bhat_v[a_idx[start + i]]
+        k = a_idx[start + i]
+        products[i] = np.float32(a_val[start + i]) * bhat_v[k]
+        if k == own:
+            own_at = i
     lanes = prefix[:W]
     lane_partials(products, nnz, lanes)
-    for i in range(nnz):
-        if a_idx[start + i] == own:
-            left = np.float32(a_val[start + i] - 1) * bhat_own
-            lanes[i % W] += left - products[i]
-            products[i] = left
+    if own_at >= 0:
+        left = np.float32(a_val[start + own_at] - 1) * bhat_own
+        lanes[own_at % W] += left - products[own_at]
+        products[own_at] = left
     warp_scan(lanes)
     s = lanes[W - 1]
     if not u1 * (s + alpha * total_v) < s:
