@@ -21,6 +21,10 @@ samples of their own. Where the
 samples are too few for the test ever to reach alpha (3 repeats a side: p >= 0.1), the
 threshold alone decides (asv's fallback), and the p column says so. Points and variants in the
 baseline that are missing from the new file are regressions too, unless allowed.
+BASE's schema gates (a change cannot loosen its own check by declaring its metrics anew), and
+BASE must be able to gate every variant it holds: its reference (and calibration) measured
+beside each in the same run. NEW must be measured apart from BASE (no run of both); a quality
+value of NEW that is not finite where BASE's are is WORSE, whatever its median.
 """
 
 from __future__ import annotations
@@ -103,12 +107,22 @@ def _prepare(df: pd.DataFrame, schema: dict, side: str, metric: str) -> pd.DataF
 
 def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: float = 0.10,
             calibration_threshold: float = 0.25, alpha: float = 0.05, metrics: list[str] | None = None,
-            base_schema: dict | None = None) -> pd.DataFrame:
-    """One row per (point, variant, gated metric, against) of the baseline; see the module doc."""
+            new_schema: dict | None = None) -> pd.DataFrame:
+    """One row per (point, variant, gated metric, against) of the baseline, gated as BASE's
+    `schema` says; see the module doc."""
     keys = key_columns(schema)
-    if base_schema is not None and set(key_columns(base_schema)) != set(keys):
-        raise BenchError(f"NEW and BASE have different axes: NEW {sorted(keys)} vs BASE "
-                         f"{sorted(key_columns(base_schema))}")
+    if new_schema is not None and set(key_columns(new_schema)) != set(keys):
+        raise BenchError(f"NEW and BASE have different axes: NEW {sorted(key_columns(new_schema))} vs BASE "
+                         f"{sorted(keys)}")
+    for side, df in (("NEW", new), ("BASE", base)):
+        empty = [k for k in keys if k in df and df[k].isna().any()]
+        if empty:
+            row = int(df.index[df[empty[0]].isna()][0]) + 2  # the file's line, after the header
+            raise BenchError(f"{side}: line {row} has no value of the axis {empty[0]!r}")
+    shared = sorted(set(new["run_id"]) & set(base["run_id"]))
+    if shared:
+        raise BenchError(f"NEW and BASE share {len(shared)} run(s) ({shared[0]}, ...): NEW must be measured apart "
+                         "from BASE (results appended to the baseline's folder hold both)")
     reference = reference_of(schema, new)
     gated = gated_metrics(schema)
     if metrics:
@@ -130,17 +144,25 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
                     raise BenchError(f"{side.upper()} has no rows of the reference variant {reference!r}, so "
                                      f"{metric} cannot be compared as a ratio to it")
             compared = {side: _paired(df, keys, metric, reference) for side, df in sides.items()}
+            _require_pairs(sides, compared["base"], by, metric, reference)
         else:
-            # An empty cell is no value: the point counts as missing, not as unchanged.
+            # An empty cell is no value: BASE's are left out, NEW's judged below.
             compared = {side: df.assign(against="", ratio=df[metric])[[*by, "against", "run_id", "ratio"]]
-                        .dropna(subset=["ratio"]) for side, df in sides.items()}
+                        for side, df in sides.items()}
+            compared["base"] = compared["base"].dropna(subset=["ratio"])
         groups = {side: dict(iter(frame.groupby(group_by, dropna=False))) for side, frame in compared.items()}
         for key, base_values in groups["base"].items():
             point = dict(zip(group_by, key))
             row = {**point, "metric": metric, "base": absolute["base"].get(key[:-1], np.nan),
                    "new": absolute["new"].get(key[:-1], np.nan), "n_base": len(base_values)}
             new_values = groups["new"].get(key)
-            if new_values is None:
+            failed = False  # a quality value of NEW that is not finite where BASE's are: NaN, an error of inf
+            if new_values is not None and role["gate"] == "tolerance":
+                ratio = new_values["ratio"]
+                failed = (not ratio.isna().all() and (~np.isfinite(ratio)).any()
+                          and np.isfinite(base_values["ratio"]).all())
+                new_values = new_values.dropna(subset=["ratio"])
+            if new_values is None or new_values.empty:  # an empty cell is no value: missing, not unchanged
                 rows.append({**row, "verdict": "MISSING", "n_new": 0})
                 continue
             base_runs, new_runs = _run_medians(base_values), _run_medians(new_values)
@@ -151,7 +173,7 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
                 base_ratio, new_ratio = base_values["ratio"].median(), new_values["ratio"].median()
                 change = new_ratio / base_ratio if base_ratio else np.nan
                 step = (new_ratio - base_ratio) * (1 if role["better"] == "higher" else -1)
-                verdict = ("WORSE" if step < -role["tolerance"] * abs(base_ratio) else
+                verdict = ("WORSE" if failed or step < -role["tolerance"] * abs(base_ratio) else
                            "BETTER" if step > role["tolerance"] * abs(base_ratio) else "SAME")
             else:
                 base_ratio, new_ratio = base_runs.min(), new_runs.min()  # the least disturbed runs
@@ -180,16 +202,36 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
 
 def compare_files(new: Path, baseline: Path, suite: str | None = None, **settings) -> pd.DataFrame:
     """compare() of one suite's results in two files or results directories (the suite NEW's
-    file names where None), each read with its sidecar's schema, else the registered suite's."""
+    file names where None), each read with its sidecar's schema, else the registered suite's;
+    BASE's gates."""
     def registry_schema(name: str) -> dict:
         return schema_for(get_suite(name))
 
-    new_df, schema, _ = load(new, suite, registry_schema)
-    base_df, base_schema, _ = load(baseline, schema["suite"], registry_schema)
+    new_df, new_schema, _ = load(new, suite, registry_schema)
+    base_df, schema, _ = load(baseline, new_schema["suite"], registry_schema)
     for df, path in ((new_df, new), (base_df, baseline)):
         if df.empty:
             raise BenchError(f"{path}: no {schema['suite']} rows")
-    return compare(new_df, base_df, schema, base_schema=base_schema, **settings)
+    return compare(new_df, base_df, schema, new_schema=new_schema, **settings)
+
+
+def _require_pairs(sides: dict, paired: pd.DataFrame, by: list[str], metric: str, reference: str) -> None:
+    """BenchError where BASE holds a variant's metric that it cannot gate: no reference beside
+    it in the same run and repeat, or, where NEW has a calibration, a reference without one
+    (a gate that silently vanished would let anything through)."""
+    base, new = sides["base"], sides["new"]
+    held = base.loc[(base["variant"] != reference) & base[metric].notna(), by].astype(str).drop_duplicates()
+    gated = paired.loc[paired["against"] == reference, by].astype(str).drop_duplicates()
+    ungated = held.merge(gated, how="left", indicator=True).query("_merge == 'left_only'")
+    if len(ungated):
+        point = ", ".join(f"{k}={v}" for k, v in ungated.iloc[0][by].items())
+        raise BenchError(f"BASE cannot gate {metric} at {point}: no {reference} (the reference) in the same run "
+                         "and repeat; measure the reference beside every variant, with one code version")
+    if metric == "seconds" and "calibration_s" in new and new["calibration_s"].notna().any():
+        own = base.loc[base["variant"] == reference]
+        if "calibration_s" not in own or own["calibration_s"].isna().any():
+            raise BenchError(f"BASE has {reference} rows without calibration_s (measured before the calibration "
+                             "existed?), so the reference's own time cannot be gated: measure the baseline again")
 
 
 def reference_of(schema: dict, df: pd.DataFrame) -> str:
@@ -212,7 +254,7 @@ def _p(base: pd.Series, new: pd.Series) -> float:
 
 def _nothing_matches(new: pd.DataFrame, base: pd.DataFrame, keys: list[str]) -> BenchError:
     differing = [
-        f"{k}: NEW {sorted(set(new[k].astype(str)))[:8]} vs BASE {sorted(set(base[k].astype(str)))[:8]}"
+        f"{k}: NEW {sorted(map(str, set(new[k])))[:8]} vs BASE {sorted(map(str, set(base[k])))[:8]}"
         for k in [*keys, "variant"] if k in new and k in base and set(new[k].astype(str)) != set(base[k].astype(str))
     ] or ["same values per column, but no combination in common"]
     return BenchError("NEW and BASE share no measured (point, variant): " + "; ".join(differing))
@@ -282,10 +324,11 @@ def detection_table(rows: pd.DataFrame) -> str:
     return table.to_markdown(index=False)
 
 
-def render_json(results: list[pd.DataFrame]) -> str:
-    """{"suites": [{"settings": ..., "rows": [...]}, ...]}, a suite each."""
+def render_json(results: list[pd.DataFrame], missing: list[str] = ()) -> str:
+    """{"suites": [{"settings": ..., "rows": [...]}, ...], "missing": [suite, ...]}: a suite each,
+    and BASE's suites of which NEW has no file."""
     return json.dumps({"suites": [{"settings": result.attrs, "rows": json.loads(result.to_json(orient="records"))}
-                                  for result in results]}, indent=1)
+                                  for result in results], "missing": list(missing)}, indent=1)
 
 
 def summary(result: pd.DataFrame, allow_missing: bool = False) -> str:

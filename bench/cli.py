@@ -451,7 +451,8 @@ def check(
                                   "with."),
     suite: Optional[str] = typer.Option(None, "--suite", help="Suite whose file to read in a directory.",
                                         show_default="the file's suite; in directories every suite of BASE"),
-    threshold: float = typer.Option(0.10, "--threshold", help="Change of a ratio to the reference that counts."),
+    threshold: float = typer.Option(0.10, "--threshold", help="Change of a ratio to the reference that counts, a "
+                                   "fraction (0.1: 10%)."),
     calibration_threshold: float = typer.Option(0.25, "--calibration-threshold",
                                                 help="Change of the reference's time over the calibration that "
                                                      "counts (catches a slower reference or slower everything)."),
@@ -475,8 +476,8 @@ def check(
 
     parse_choices(fmt, ("table", "markdown", "json"), "format")
     for value, name in ((threshold, "--threshold"), (calibration_threshold, "--calibration-threshold")):
-        if not value > 0:
-            raise BenchError(f"{name} must be > 0, got {value}")
+        if not 0 < value <= 1:  # 10 for 10% would let a tenfold slowdown through
+            raise BenchError(f"{name} is a fraction (0.1: 10%) in (0, 1], got {value}")
     if not 0 < alpha < 1:
         raise BenchError(f"--alpha must be in (0, 1), got {alpha}")
     names: list[str | None] = [suite]  # None: the suite a file's schema names
@@ -494,11 +495,14 @@ def check(
         compared.append(compare_files(new, baseline, name, threshold=threshold,
                                       calibration_threshold=calibration_threshold, alpha=alpha,
                                       metrics=metric.split(",") if metric else None))
+    if not compared:  # --allow-missing or not: comparing nothing is no check
+        raise BenchError(f"{new} holds none of BASE's suites ({', '.join(absent)}); a results directory of "
+                         "`bench reproduce --profile ci` is results/<machine>/ci")
     lines = [f"{result.attrs['suite']}: {summary(result, allow_missing)}" for result in compared]
     lines += [f"{name}: MISSING, no {name}.csv in {new}" + ("" if allow_missing else " -> regression")
               for name in absent]
     if fmt in ("json", "markdown"):  # for machines: never wrapped, and nothing else on stdout
-        print(render_json(compared) if fmt == "json" else
+        print(render_json(compared, absent) if fmt == "json" else
               "\n\n".join(f"## {r.attrs['suite']}\n\n{render_markdown(r)}" for r in compared))
         for line in lines:
             err.print(line, markup=False)

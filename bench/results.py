@@ -244,6 +244,7 @@ def load(path: Path, suite: str | None = None, registry_schema=None) -> tuple[pd
             raise BenchError(f"{csv_path}: no schema (no sidecar {csv_path.with_suffix('.json').name}, "
                              "no suite column)")
         schema = registry_schema(name)
+    _check_schema(schema, csv_path.with_suffix(".json"))
     if suite and schema.get("suite") != suite:
         raise BenchError(f"{csv_path}: holds suite {schema.get('suite')!r} results, not {suite!r}")
     if df.empty:
@@ -263,6 +264,31 @@ def load(path: Path, suite: str | None = None, registry_schema=None) -> tuple[pd
                 raise BenchError(f"{csv_path}:{line}: column {column!r} holds {bad.iloc[0]!r}, not a number")
     _check_values(df, schema, csv_path)
     return df, schema, sidecar
+
+
+def _check_schema(schema, json_path: Path) -> None:
+    """BenchError unless the schema holds what reading and gating the rows need: the suite,
+    the reference variant, and per column a role, per gated metric its direction (and a
+    tolerance gate its tolerance)."""
+    def fail(what):
+        raise BenchError(f"{json_path}: not a results schema ({what})")
+
+    if not isinstance(schema, dict):
+        fail("not a JSON object")
+    for field in ("suite", "reference"):
+        if not isinstance(schema.get(field), str):
+            fail(f"no {field!r}")
+    columns = schema.get("columns")
+    if not isinstance(columns, dict) or not all(isinstance(r, dict) and "role" in r for r in columns.values()):
+        fail("no 'columns' with a role each")
+    for name, role in columns.items():
+        if role["role"] != "metric" or not role.get("gate"):
+            continue
+        if role["gate"] not in ("ratio", "tolerance") or role.get("better") not in ("lower", "higher"):
+            fail(f"{name}: gate {role['gate']!r}, better {role.get('better')!r}")
+        tolerance = role.get("tolerance")
+        if role["gate"] == "tolerance" and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
+            fail(f"{name}: tolerance {tolerance!r}")
 
 
 # Columns every row fills: a row without one did not parse (a garbage line reads as NaNs).
@@ -287,6 +313,8 @@ def _check_values(df: pd.DataFrame, schema: dict, csv_path: Path) -> None:
         unit = role.get("unit", "")
         if column == "seconds" and not (values > 0).all():
             fail(~(values > 0), f"column 'seconds' holds {values[~(values > 0)].iloc[0]}: a run takes a positive time")
+        if role["role"] == "calibration" and (values <= 0).any():  # empty where not measured
+            fail(values <= 0, f"column {column!r} holds {values[values <= 0].iloc[0]}: a calibration is positive")
         if not (unit in ("s", "bytes", "tokens") or unit.endswith("/s")):
             continue  # an error may be infinite (sumrv counts a NaN output so), a log-likelihood negative
         if np.isinf(values).any():

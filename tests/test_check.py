@@ -24,11 +24,12 @@ SCHEMA = {"suite": "lda", "reference": "alg1", "columns": {
 }}
 
 
-def results(factors, seed, noise=0.01, Ks=(32, 64), run_id="r1", day=1, jitter=None, machine=1.0, quality=10.0):
-    """Rows of one run: the calibration takes ~0.1 s x machine, each variant ~K/32 s x
-    machine x its factor (alg1's is 1 unless given). Noise is multiplicative; `jitter`
-    is a per-repeat drift that the pairing must cancel."""
+def results(factors, seed, noise=0.01, Ks=(32, 64), run_id=None, day=1, jitter=None, machine=1.0, quality=10.0):
+    """Rows of one run (run_id r<seed> unless given): the calibration takes ~0.1 s x machine,
+    each variant ~K/32 s x machine x its factor (alg1's is 1 unless given). Noise is
+    multiplicative; `jitter` is a per-repeat drift that the pairing must cancel."""
     rng = np.random.default_rng(seed)
+    run_id = run_id or f"r{seed}"
     factors = {"alg1": 1.0, **factors}
     rows = []
     for K in Ks:
@@ -128,6 +129,56 @@ def test_an_empty_quality_value_is_missing_not_same():
     assert set(quality["verdict"]) == {"MISSING"} and exit_code(result) == 1
 
 
+def test_a_quality_value_that_is_not_finite_in_one_repeat_is_worse():
+    base = results(BASE_FACTORS, seed=1, quality=-100.0)
+    for bad in (float("nan"), float("-inf")):  # an intermittent failure hides in a median
+        new = results(BASE_FACTORS, seed=2, quality=-100.0)
+        new.loc[new["repeat"] == 0, "final_objective"] = bad
+        result = compare(new, base, SCHEMA, metrics=["final_objective"])
+        assert set(result["verdict"]) == {"WORSE"} and exit_code(result) == 1
+
+
+def test_base_that_cannot_gate_a_variant_is_bad_input():
+    new, base = results(BASE_FACTORS, seed=2), results(BASE_FACTORS, seed=1)
+    # the reference missing at one point, or measured in runs of its own, or with newer code
+    apart = base.assign(run_id=np.where(base["variant"] == "alg1", "r-reference", base["run_id"]))
+    newer = pd.concat([base, base[base["variant"] == "alg1"].assign(
+        run_id="r-later", code_version="d", timestamp="2026-02-01T00:00:00+00:00")])
+    for broken in (base[~((base["variant"] == "alg1") & (base["K"] == 64))], apart, newer):
+        with pytest.raises(BenchError, match="BASE cannot gate seconds at .*no alg1"):
+            compare(new, broken, SCHEMA)
+    # a baseline measured before the calibration existed cannot gate the reference's own time
+    with pytest.raises(BenchError, match="without calibration_s"):
+        compare(new, base.drop(columns=["calibration_s"]), SCHEMA)
+
+
+def test_a_run_on_both_sides_and_an_empty_axis_cell_are_bad_input():
+    base = results(BASE_FACTORS, seed=1)
+    with pytest.raises(BenchError, match="share 1 run"):
+        compare(base, base, SCHEMA)
+    with pytest.raises(BenchError, match="share 1 run"):  # NEW appended to the baseline's folder
+        compare(pd.concat([base, results(BASE_FACTORS, seed=2)]), base, SCHEMA)
+    new = results(BASE_FACTORS, seed=2)
+    new.loc[5, "K"] = np.nan
+    with pytest.raises(BenchError, match="NEW: line 7 has no value of the axis 'K'"):
+        compare(new, base, SCHEMA)
+
+
+def test_base_schema_gates_not_the_new_files(tmp_path):
+    from bench.check import compare_files
+    from bench.results import update_sidecar
+
+    loose = json.loads(json.dumps(SCHEMA))
+    loose["columns"]["seconds"]["gate"] = None  # a change that declares its own time ungated
+    for side, df, schema in (("base", results(BASE_FACTORS, seed=1), SCHEMA),
+                             ("new", results({"alg4": 0.6, "alg7": 1.5}, seed=2), loose)):
+        (tmp_path / side).mkdir()
+        df.to_csv(tmp_path / side / "lda.csv", index=False)
+        update_sidecar(tmp_path / side / "lda.json", None, schema=schema)
+    result = compare_files(tmp_path / "new", tmp_path / "base", "lda")
+    assert verdicts(result)[(32, "alg7", "alg1")] == "SLOWER"
+
+
 @pytest.mark.parametrize("side", ["new", "base"])
 def test_a_file_without_the_reference_is_bad_input(side):
     files = {"new": results(BASE_FACTORS, seed=2), "base": results(BASE_FACTORS, seed=1)}
@@ -206,7 +257,7 @@ def test_disjoint_files_and_other_axes_are_bad_input():
     other = json.loads(json.dumps(SCHEMA))
     other["columns"]["W"] = AXIS
     with pytest.raises(BenchError, match="different axes"):
-        compare(new, base, SCHEMA, base_schema=other)
+        compare(new, base, SCHEMA, new_schema=other)
     with pytest.raises(BenchError, match="no gated metric 'draw_z_s'"):
         compare(new, base, SCHEMA, metrics=["draw_z_s"])
 

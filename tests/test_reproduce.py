@@ -9,7 +9,7 @@ import pytest
 
 from bench.recipes import Size, size
 from bench.reproduce import parse_duration
-from test_cli import assert_one_line_error, bench
+from test_cli import assert_one_line_error, bench, measured_apart
 
 
 def test_size_splits_settings_from_axes():
@@ -134,14 +134,13 @@ def test_the_ci_profile_measures_the_gate_apart_and_bench_check_reads_every_suit
     assert df["run_id"].nunique() == 2 and set(df["n"]) == {64} and set(df["variant"]) == {"plain", "twice"}
     assert not (machine / "fake.csv").exists() and not figures.exists()  # never among the figures' results
 
-    same = bench("check", gate, "--baseline", gate)
+    same = bench("check", measured_apart(gate, tmp_path / "again"), "--baseline", gate)
     assert same.returncode == 0, same.stdout + same.stderr
     assert "fake: " in same.stdout and "SAME" in same.stdout
     empty = tmp_path / "empty"
     empty.mkdir()
-    missing = bench("check", empty, "--baseline", gate)
-    assert missing.returncode == 1 and "fake: MISSING, no fake.csv in" in missing.stdout
-    assert bench("check", empty, "--baseline", gate, "--allow-missing").returncode == 0
+    for allow in ((), ("--allow-missing",)):  # comparing nothing is no check, allowed or not
+        assert_one_line_error(bench("check", empty, "--baseline", gate, *allow), "none of BASE's suites (fake)")
     assert_one_line_error(bench("check", gate, "--baseline", gate / "fake.csv"), "not a directory")
     assert_one_line_error(bench("check", gate, "--baseline", empty), "no results of any suite")
 
@@ -153,7 +152,7 @@ def test_the_ci_profile_measures_the_gate_apart_and_bench_check_reads_every_suit
     spec = importlib.util.spec_from_file_location("detection", Path(__file__).parent.parent / "benchmarks" / "detection.py")
     detection = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(detection)
-    runs = detection.measured_runs([gate], "fake", tmp_path / "split")
+    runs = detection.measured_runs([measured_apart(gate, tmp_path / "elsewhere")], "fake", tmp_path / "split")
     assert len(runs) == 2 and [pd.read_csv(run / "fake.csv")["run_id"].nunique() for run in runs] == [1, 1]
     assert [detection.check(run, gate, 0.1, 0.25)[0] for run in runs] == [0, 0]
 

@@ -20,7 +20,7 @@ from bench.results import (
 AXIS = {"role": "axis"}
 SCHEMA = {"suite": "lda", "reference": "alg1", "columns": {
     "suite": AXIS, "backend": AXIS, "precision": AXIS, "K": AXIS, "variant": {"role": "variant"},
-    "repeat": {"role": "bookkeeping"}, "seconds": {"role": "metric", "unit": "s", "gate": "ratio"},
+    "repeat": {"role": "bookkeeping"}, "seconds": {"role": "metric", "unit": "s", "better": "lower", "gate": "ratio"},
     "draw_z_s": {"role": "metric", "unit": "s"}, "tokens": {"role": "metric"}, "tokens_per_s": {"role": "metric"},
     "warmup": {"role": "bookkeeping"}}}
 
@@ -148,6 +148,29 @@ def test_load_rejects_what_is_not_a_results_file(tmp_path, content, message):
     update_sidecar(tmp_path / "lda.json", None, schema=SCHEMA)
     with pytest.raises(BenchError, match=message):
         load(path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda schema: "x", "not a JSON object"),
+    (lambda schema: {k: v for k, v in schema.items() if k != "reference"}, "no 'reference'"),
+    (lambda schema: {**schema, "columns": {**schema["columns"], "seconds": {"role": "metric", "gate": "ratio"}}},
+     "seconds: gate 'ratio', better None"),
+    (lambda schema: {**schema, "columns": {**schema["columns"], "q": {"role": "metric", "better": "higher",
+                                                                       "gate": "tolerance"}}}, "q: tolerance None"),
+])
+def test_load_refuses_a_schema_that_cannot_gate(tmp_path, edit, message):
+    append_rows(tmp_path / "lda.csv", [row()])
+    update_sidecar(tmp_path / "lda.json", None, schema=edit(SCHEMA))
+    with pytest.raises(BenchError, match=f"lda.json: not a results schema \\({message}"):
+        load(tmp_path / "lda.csv")
+
+
+def test_load_refuses_a_calibration_that_is_not_positive(tmp_path):
+    schema = {**SCHEMA, "columns": {**SCHEMA["columns"], "calibration_s": {"role": "calibration", "unit": "s"}}}
+    append_rows(tmp_path / "lda.csv", [row(repeat=0, calibration_s=0.1), row(repeat=1, calibration_s=0.0)])
+    update_sidecar(tmp_path / "lda.json", None, schema=schema)
+    with pytest.raises(BenchError, match="lda.csv:3: column 'calibration_s' holds 0.0: a calibration is positive"):
+        load(tmp_path / "lda.csv")
 
 
 def test_load_names_a_non_numeric_cell(tmp_path):
