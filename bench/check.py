@@ -8,7 +8,8 @@ Each gated metric is gated as its schema says:
   once, with a threshold of its own.
 - "tolerance": the value itself (a quality metric, the median over every run), worse
   by more than the metric's relative tolerance (no significance test: a quality
-  metric is often deterministic).
+  metric is often deterministic), relative to the baseline's value or to the metric's
+  resolution where that is larger (an error of 0 against one of 1e-14: rounding).
 Every run of a point measured with the latest code version counts (a run is one
 process; on a shared machine a whole process can be slowed), and a side's ratio is
 the median over the repeats of its least disturbed run. A time change is a
@@ -173,8 +174,8 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
                 base_ratio, new_ratio = base_values["ratio"].median(), new_values["ratio"].median()
                 change = new_ratio / base_ratio if base_ratio else np.nan
                 step = (new_ratio - base_ratio) * (1 if role["better"] == "higher" else -1)
-                verdict = ("WORSE" if failed or step < -role["tolerance"] * abs(base_ratio) else
-                           "BETTER" if step > role["tolerance"] * abs(base_ratio) else "SAME")
+                allowed = role["tolerance"] * max(abs(base_ratio), role.get("resolution", 0.0))
+                verdict = "WORSE" if failed or step < -allowed else "BETTER" if step > allowed else "SAME"
             else:
                 base_ratio, new_ratio = base_runs.min(), new_runs.min()  # the least disturbed runs
                 change = new_ratio / base_ratio

@@ -38,14 +38,14 @@ SERIES_BOOKKEEPING = ("repeat", "group", "run_id", "code_version", "timestamp", 
 
 
 def schema_for(suite) -> dict:
-    """{column: {"role": ..., unit/better/gate/per/tolerance for metrics}} in column order."""
+    """{column: {"role": ..., unit/better/gate/per/tolerance/resolution for metrics}} in column order."""
     columns = {name: {"role": "axis"} for name in IDENTITY}
     columns.update({axis.name: {"role": "axis", "tune": axis.tune} for axis in suite.axes})
     columns.update({name: {"role": "variant"} for name in VARIANT_COLUMNS})
     columns["repeat"] = {"role": "bookkeeping"}
     for metric in suite.all_metrics():
         columns[metric.name] = {"role": "metric", "unit": metric.unit, "better": metric.better, "per": metric.per,
-                                "gate": metric.gate, "tolerance": metric.tolerance}
+                                "gate": metric.gate, "tolerance": metric.tolerance, "resolution": metric.resolution}
     columns["calibration_s"] = {"role": "calibration", "unit": "s"}
     columns["copy_gbps"] = {"role": "calibration", "unit": "GB/s"}
     if suite.states_work:  # GPU rows: the name of the ceiling that binds (bench.ceilings)
@@ -289,6 +289,8 @@ def _check_schema(schema, json_path: Path) -> None:
         tolerance = role.get("tolerance")
         if role["gate"] == "tolerance" and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
             fail(f"{name}: tolerance {tolerance!r}")
+        if not (isinstance(role.get("resolution", 0.0), (int, float)) and role.get("resolution", 0.0) >= 0):
+            fail(f"{name}: resolution {role['resolution']!r}")
 
 
 # Columns every row fills: a row without one did not parse (a garbage line reads as NaNs).

@@ -47,14 +47,18 @@ class Axis:
 
 # A numerical error gated by tolerance fails at ten times its baseline: a broken kernel's
 # error is orders of magnitude larger, and atomics on a GPU move a correct one by up to 3x.
+# Below ERROR_RESOLUTION an error is rounding, not a value to be ten times of: a float64
+# reduction's error is 0 on one thread and ~1e-14 on several.
 ERROR_TOLERANCE = 9.0
+ERROR_RESOLUTION = 1e-12
 
 
 @dataclass(frozen=True)
 class Metric:
     """A measured column. gate: None (recorded only), "ratio" (to the reference
-    variant measured in the same repeat) or "tolerance" (a relative change of the
-    value itself, for quality metrics). per="iteration" metrics go to the series file."""
+    variant measured in the same repeat) or "tolerance" (a change of the value itself
+    relative to the baseline's, or to `resolution` where that is larger, for quality
+    metrics). per="iteration" metrics go to the series file."""
 
     name: str
     unit: str
@@ -62,6 +66,7 @@ class Metric:
     per: str = "run"
     gate: str | None = None
     tolerance: float = 0.0
+    resolution: float = 0.0
     help: str = ""
 
     def __post_init__(self):

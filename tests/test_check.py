@@ -317,3 +317,16 @@ def test_detection_table_counts_false_alarms_and_catches():
     null = [cell.strip() for cell in table.splitlines()[2].split("|")]
     assert null[1:3] == ["0.1", "0.25"]  # the ratio's and the calibration's threshold
     assert null[8:11] == ["3.5", "3", "4"]  # median, smallest and largest change: how near the threshold
+
+
+def test_a_tolerance_is_relative_to_the_resolution_where_the_baseline_is_smaller():
+    schema = json.loads(json.dumps(SCHEMA))
+    schema["columns"]["final_objective"].update(better="lower", tolerance=9.0, resolution=1e-12)
+    base = results(BASE_FACTORS, seed=1, quality=0.0)  # an error of 0: one thread's rounding
+    rounding = compare(results(BASE_FACTORS, seed=2, quality=3e-14), base, schema, metrics=["final_objective"])
+    assert set(rounding["verdict"]) == {"SAME"}
+    broken = compare(results(BASE_FACTORS, seed=2, quality=1e-6), base, schema, metrics=["final_objective"])
+    assert set(broken["verdict"]) == {"WORSE"}
+    schema["columns"]["final_objective"]["resolution"] = 0.0  # without one, any error at all would fail
+    assert set(compare(results(BASE_FACTORS, seed=2, quality=3e-14), base, schema,
+                       metrics=["final_objective"])["verdict"]) == {"WORSE"}

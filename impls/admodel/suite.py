@@ -20,7 +20,7 @@ from bench.backend import to_host
 from bench.errors import BenchError
 from bench.specs import parse_choices, parse_floats, parse_ints
 from bench.ceilings import Work
-from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
+from bench.suite import ERROR_RESOLUTION, ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
 from impls.admodel import cpu, data
 from impls.admodel.data import BYTES_PER_OBSERVATION
 from impls.admodel.recipes import CLAIMS, PAPER, RECIPES
@@ -196,8 +196,8 @@ class AdmodelSuite(Suite):
         Metric("gbps", "GB/s", better="higher", help="effective: 23 bytes of each observation and its 26 "
                "parameter values gathered, over seconds"),
         Metric("copy_frac", "", better="higher", help="GPU: gbps over the copy bandwidth of the repeat"),
-        Metric("f_rel_error", "", gate="tolerance", tolerance=ERROR_TOLERANCE, help="|f - f_ref| / |f_ref|, the reference cpu-parallel in float64"),
-        Metric("grad_rel_error", "", gate="tolerance", tolerance=ERROR_TOLERANCE, help="max |g - g_ref| / max |g_ref|"),
+        Metric("f_rel_error", "", gate="tolerance", tolerance=ERROR_TOLERANCE, resolution=ERROR_RESOLUTION, help="|f - f_ref| / |f_ref|, the reference cpu-parallel in float64"),
+        Metric("grad_rel_error", "", gate="tolerance", tolerance=ERROR_TOLERANCE, resolution=ERROR_RESOLUTION, help="max |g - g_ref| / max |g_ref|"),
         Metric("setup_s", "s", help="fused-bucketed: the one sort of the observations on the GPU, before any call"),
     )
     sources = SOURCES

@@ -12,7 +12,7 @@ import numpy as np
 
 from bench.ceilings import Work
 from bench.specs import parse_choices, parse_ints
-from bench.suite import ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
+from bench.suite import ERROR_RESOLUTION, ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
 from impls.sumrv import cpu, gpu
 from impls.sumrv.recipes import CLAIMS, RECIPES
 
@@ -210,7 +210,7 @@ class SumrvSuite(Suite):
                "precision (fma_gflops, measured in the same process); log space has none: its exps and "
                "logs are no multiply-adds, and floor_frac bounds it"),
         Metric("copy_frac", "", better="higher", help="GPU: gbps over the copy bandwidth of the repeat"),
-        Metric("max_rel_error", "", gate="tolerance", tolerance=ERROR_TOLERANCE, help="largest relative error of an output probability against the float64 "
+        Metric("max_rel_error", "", gate="tolerance", tolerance=ERROR_TOLERANCE, resolution=ERROR_RESOLUTION, help="largest relative error of an output probability against the float64 "
                "reference (first pairs of the batch)"),
     )
     sources = ("impls/sumrv",)
