@@ -208,12 +208,25 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
     def registry_schema(name: str) -> dict:
         return schema_for(get_suite(name))
 
-    new_df, new_schema, _ = load(new, suite, registry_schema)
-    base_df, schema, _ = load(baseline, new_schema["suite"], registry_schema)
+    new_df, new_schema, new_sidecar = load(new, suite, registry_schema)
+    base_df, schema, base_sidecar = load(baseline, new_schema["suite"], registry_schema)
     for df, path in ((new_df, new), (base_df, baseline)):
         if df.empty:
             raise BenchError(f"{path}: no {schema['suite']} rows")
+    threads = {side: _cpu_threads(df, sidecar) for side, df, sidecar in
+               (("NEW", new_df, new_sidecar), ("BASE", base_df, base_sidecar))}
+    if threads["NEW"] and threads["BASE"] and threads["NEW"] != threads["BASE"]:
+        raise BenchError(f"NEW's CPU rows ran with {sorted(threads['NEW'])} numba threads, BASE's with "
+                         f"{sorted(threads['BASE'])}: a parallel variant's ratio depends on them; measure both "
+                         "alike (NUMBA_NUM_THREADS)")
     return compare(new_df, base_df, schema, new_schema=new_schema, **settings)
+
+
+def _cpu_threads(df: pd.DataFrame, sidecar: dict) -> set:
+    """The numba thread counts that the runs of the CPU rows record (empty where none does)."""
+    runs = set(df.loc[df["backend"] == "cpu", "run_id"]) if "backend" in df else set()
+    return {info["numba_threads"] for run, info in sidecar.get("runs", {}).items()
+            if run in runs and isinstance(info, dict) and info.get("numba_threads") is not None}
 
 
 def _require_pairs(sides: dict, paired: pd.DataFrame, by: list[str], metric: str, reference: str) -> None:

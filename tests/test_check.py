@@ -179,6 +179,20 @@ def test_base_schema_gates_not_the_new_files(tmp_path):
     assert verdicts(result)[(32, "alg7", "alg1")] == "SLOWER"
 
 
+def test_cpu_rows_measured_with_other_thread_counts_are_bad_input(tmp_path):
+    from bench.check import compare_files
+    from bench.results import update_sidecar
+
+    for side, seed, threads in (("base", 1, 1), ("new", 2, 2)):
+        (tmp_path / side).mkdir()
+        results(BASE_FACTORS, seed=seed).to_csv(tmp_path / side / "lda.csv", index=False)
+        update_sidecar(tmp_path / side / "lda.json", f"r{seed}", {"numba_threads": threads}, schema=SCHEMA)
+    with pytest.raises(BenchError, match=r"NEW's CPU rows ran with \[2\] numba threads, BASE's with \[1\]"):
+        compare_files(tmp_path / "new", tmp_path / "base", "lda")
+    update_sidecar(tmp_path / "new" / "lda.json", "r2", {"numba_threads": 1})
+    assert len(compare_files(tmp_path / "new", tmp_path / "base", "lda"))
+
+
 @pytest.mark.parametrize("side", ["new", "base"])
 def test_a_file_without_the_reference_is_bad_input(side):
     files = {"new": results(BASE_FACTORS, seed=2), "base": results(BASE_FACTORS, seed=1)}
