@@ -115,16 +115,12 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
     if new_schema is not None and set(key_columns(new_schema)) != set(keys):
         raise BenchError(f"NEW and BASE have different axes: NEW {sorted(key_columns(new_schema))} vs BASE "
                          f"{sorted(keys)}")
-    for side, df in (("NEW", new), ("BASE", base)):
-        empty = [k for k in keys if k in df and df[k].isna().any()]
-        if empty:
-            row = int(df.index[df[empty[0]].isna()][0]) + 2  # the file's line, after the header
-            raise BenchError(f"{side}: line {row} has no value of the axis {empty[0]!r}")
     shared = sorted(set(new["run_id"]) & set(base["run_id"]))
     if shared:
         raise BenchError(f"NEW and BASE share {len(shared)} run(s) ({shared[0]}, ...): NEW must be measured apart "
                          "from BASE (results appended to the baseline's folder hold both)")
-    reference = reference_of(schema, new)
+    # The rows of each backend over its own reference: a file may hold CPU and GPU sweeps.
+    references = {b: reference_for(schema, b) for b in sorted({*new["backend"], *base["backend"]})}
     gated = gated_metrics(schema)
     if metrics:
         unknown = [m for m in metrics if m not in gated]
@@ -140,19 +136,28 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
         sides = {side: _prepare(df, schema, side.upper(), metric) for side, df in (("base", base), ("new", new))}
         absolute = {side: df.groupby(by, dropna=False)[metric].median() for side, df in sides.items()}
         if role["gate"] == "ratio":
-            for side, df in sides.items():
-                if reference not in set(df["variant"]):
-                    raise BenchError(f"{side.upper()} has no rows of the reference variant {reference!r}, so "
-                                     f"{metric} cannot be compared as a ratio to it")
-            compared = {side: _paired(df, keys, metric, reference) for side, df in sides.items()}
-            _require_pairs(sides, compared["base"], by, metric, reference)
+            parts = {side: dict(iter(df.groupby("backend"))) for side, df in sides.items()}
+            for side, by_backend in parts.items():
+                for backend, part in by_backend.items():
+                    if references[backend] not in set(part["variant"]):
+                        raise BenchError(f"{side.upper()} has no {backend} rows of the reference variant "
+                                         f"{references[backend]!r}, so {metric} cannot be compared as a ratio to it")
+            compared = {side: pd.concat([_paired(part, keys, metric, references[backend])
+                                         for backend, part in by_backend.items()], ignore_index=True)
+                        for side, by_backend in parts.items()}
+            for backend, part in parts["base"].items():
+                _require_pairs({"base": part, "new": parts["new"].get(backend, part.iloc[:0])}, compared,
+                               by, metric, references[backend])
         else:
-            # An empty cell is no value: BASE's are left out, NEW's judged below.
+            # An empty cell is no value: judged below.
             compared = {side: df.assign(against="", ratio=df[metric])[[*by, "against", "run_id", "ratio"]]
                         for side, df in sides.items()}
-            compared["base"] = compared["base"].dropna(subset=["ratio"])
         groups = {side: dict(iter(frame.groupby(group_by, dropna=False))) for side, frame in compared.items()}
         for key, base_values in groups["base"].items():
+            base_finite = bool(np.isfinite(base_values["ratio"]).all())
+            base_values = base_values.dropna(subset=["ratio"])
+            if base_values.empty:  # BASE holds no value here: nothing to gate
+                continue
             point = dict(zip(group_by, key))
             row = {**point, "metric": metric, "base": absolute["base"].get(key[:-1], np.nan),
                    "new": absolute["new"].get(key[:-1], np.nan), "n_base": len(base_values)}
@@ -160,8 +165,7 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
             failed = False  # a quality value of NEW that is not finite where BASE's are: NaN, an error of inf
             if new_values is not None and role["gate"] == "tolerance":
                 ratio = new_values["ratio"]
-                failed = (not ratio.isna().all() and (~np.isfinite(ratio)).any()
-                          and np.isfinite(base_values["ratio"]).all())
+                failed = not ratio.isna().all() and (~np.isfinite(ratio)).any() and base_finite
                 new_values = new_values.dropna(subset=["ratio"])
             if new_values is None or new_values.empty:  # an empty cell is no value: missing, not unchanged
                 rows.append({**row, "verdict": "MISSING", "n_new": 0})
@@ -176,6 +180,8 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
                 step = (new_ratio - base_ratio) * (1 if role["better"] == "higher" else -1)
                 allowed = role["tolerance"] * max(abs(base_ratio), role.get("resolution", 0.0))
                 verdict = "WORSE" if failed or step < -allowed else "BETTER" if step > allowed else "SAME"
+                if failed:  # show what failed, not the median of the rest
+                    new_ratio, change = float(ratio[~np.isfinite(ratio)].iloc[0]), np.nan
             else:
                 base_ratio, new_ratio = base_runs.min(), new_runs.min()  # the least disturbed runs
                 change = new_ratio / base_ratio
@@ -196,7 +202,8 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
     result = result[[*by, *STAT_COLUMNS]]
     if (result["verdict"] == "MISSING").all():
         raise _nothing_matches(new, base, keys)
-    result.attrs.update(suite=schema["suite"], reference=reference, threshold=threshold,
+    result.attrs.update(suite=schema["suite"], reference=" / ".join(dict.fromkeys(references.values())),
+                        threshold=threshold,
                         calibration_threshold=calibration_threshold, alpha=alpha)
     return result
 
@@ -213,13 +220,28 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
     for df, path in ((new_df, new), (base_df, baseline)):
         if df.empty:
             raise BenchError(f"{path}: no {schema['suite']} rows")
-    threads = {side: _cpu_threads(df, sidecar) for side, df, sidecar in
+    _completed_by_the_installed_suite(schema)
+    threads = {side: _cpu_threads(latest_code(df, schema), sidecar) for side, df, sidecar in
                (("NEW", new_df, new_sidecar), ("BASE", base_df, base_sidecar))}
     if threads["NEW"] and threads["BASE"] and threads["NEW"] != threads["BASE"]:
         raise BenchError(f"NEW's CPU rows ran with {sorted(threads['NEW'])} numba threads, BASE's with "
                          f"{sorted(threads['BASE'])}: a parallel variant's ratio depends on them; measure both "
                          "alike (NUMBA_NUM_THREADS)")
     return compare(new_df, base_df, schema, new_schema=new_schema, **settings)
+
+
+def _completed_by_the_installed_suite(schema: dict) -> None:
+    """What a baseline's schema lacks, written before the suites declared it, from the
+    installed suite: its GPU reference (else GPU rows go over a CPU reference measured in
+    other runs) and its metrics' resolutions (else float64 errors of 0 fail against rounding)."""
+    try:
+        installed = schema_for(get_suite(schema["suite"]))
+    except BenchError:  # a suite not installed here: its baseline's schema as it is
+        return
+    schema.setdefault("gpu_reference", installed["gpu_reference"])
+    for name, role in schema["columns"].items():
+        if role.get("gate") == "tolerance" and "resolution" not in role and name in installed["columns"]:
+            role["resolution"] = installed["columns"][name].get("resolution", 0.0)
 
 
 def _cpu_threads(df: pd.DataFrame, sidecar: dict) -> set:
@@ -229,18 +251,25 @@ def _cpu_threads(df: pd.DataFrame, sidecar: dict) -> set:
             if run in runs and isinstance(info, dict) and info.get("numba_threads") is not None}
 
 
-def _require_pairs(sides: dict, paired: pd.DataFrame, by: list[str], metric: str, reference: str) -> None:
-    """BenchError where BASE holds a variant's metric that it cannot gate: no reference beside
-    it in the same run and repeat, or, where NEW has a calibration, a reference without one
-    (a gate that silently vanished would let anything through)."""
+def _require_pairs(sides: dict, compared: dict, by: list[str], metric: str, reference: str) -> None:
+    """BenchError where a gate would silently vanish: BASE holds a variant's metric that NEW
+    has beside the reference, in the same run and repeat, and BASE not (its reference missing
+    there, measured apart or again with newer code), or, where NEW has a calibration, a
+    reference without one. (Where neither side has the pair, a sweep's points beyond its
+    reference, say, the variant is not gated.)"""
     base, new = sides["base"], sides["new"]
+
+    def pairs(side):
+        frame = compared[side]
+        return frame.loc[frame["against"] == reference, by].astype(str).drop_duplicates()
+
     held = base.loc[(base["variant"] != reference) & base[metric].notna(), by].astype(str).drop_duplicates()
-    gated = paired.loc[paired["against"] == reference, by].astype(str).drop_duplicates()
-    ungated = held.merge(gated, how="left", indicator=True).query("_merge == 'left_only'")
+    ungated = held.merge(pairs("new")).merge(pairs("base"), how="left", indicator=True).query("_merge == 'left_only'")
     if len(ungated):
         point = ", ".join(f"{k}={v}" for k, v in ungated.iloc[0][by].items())
-        raise BenchError(f"BASE cannot gate {metric} at {point}: no {reference} (the reference) in the same run "
-                         "and repeat; measure the reference beside every variant, with one code version")
+        raise BenchError(f"BASE cannot gate {metric} at {point}: NEW has {reference} (the reference) beside it, "
+                         "BASE not in the same run and repeat; measure the reference beside every variant, with one "
+                         "code version")
     if metric == "seconds" and "calibration_s" in new and new["calibration_s"].notna().any():
         own = base.loc[base["variant"] == reference]
         if "calibration_s" not in own or own["calibration_s"].isna().any():
@@ -248,10 +277,10 @@ def _require_pairs(sides: dict, paired: pd.DataFrame, by: list[str], metric: str
                              "existed?), so the reference's own time cannot be gated: measure the baseline again")
 
 
-def reference_of(schema: dict, df: pd.DataFrame) -> str:
-    """The variant the ratios are over: the suite's GPU reference where every row ran on a GPU."""
-    on_gpu = "backend" in df and len(df) and (df["backend"] == "gpu").all()
-    return schema.get("gpu_reference") or schema["reference"] if on_gpu else schema["reference"]
+def reference_for(schema: dict, backend: str) -> str:
+    """The variant a backend's ratios are over: on a GPU the suite's GPU reference (an older
+    sidecar names none: its reference)."""
+    return schema.get("gpu_reference") or schema["reference"] if backend == "gpu" else schema["reference"]
 
 
 def _smallest_p(n_base: int, n_new: int) -> float:

@@ -308,6 +308,9 @@ def _check_values(df: pd.DataFrame, schema: dict, csv_path: Path) -> None:
     for column in FILLED:
         if column in df and df[column].isna().any():
             fail(df[column].isna(), f"the row does not parse (no {column!r}): a torn or foreign line")
+    for column in key_columns(schema):  # a point without one of its axes is no point
+        if column in df and df[column].isna().any():
+            fail(df[column].isna(), f"no value of the axis {column!r}")
     for column, role in schema["columns"].items():
         if role["role"] not in ("metric", "calibration") or column not in df:
             continue

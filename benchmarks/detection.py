@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import results
-from bench.check import REGRESSIONS, compare_files, detection_table, exit_code, reference_of
+from bench.check import REGRESSIONS, compare_files, detection_table, exit_code, reference_for
 from bench.suite import get_suite, suite_names
 
 
@@ -126,7 +126,7 @@ def main() -> None:
         return
 
     base, schema, _ = results.load(args.baseline, args.suite, lambda name: results.schema_for(get_suite(name)))
-    reference = reference_of(schema, base)  # the GPU reference where the baseline ran on a GPU
+    reference = reference_for(schema, base["backend"].iloc[0])  # the GPU reference where the baseline ran on a GPU
     plan = [("unchanged", "", 1.0, args.nulls)]
     for factor in (float(f) for f in args.factors.split(",")):
         plan += [("one kernel", args.kernel, factor, args.runs), ("reference", reference, factor, args.runs),

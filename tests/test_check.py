@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from bench.check import compare, exit_code, reference_of, render_json, render_markdown, render_table
+from bench.check import compare, exit_code, reference_for, render_json, render_markdown, render_table
 from bench.errors import BenchError
 
 REPEATS = 8
@@ -136,6 +136,12 @@ def test_a_quality_value_that_is_not_finite_in_one_repeat_is_worse():
         new.loc[new["repeat"] == 0, "final_objective"] = bad
         result = compare(new, base, SCHEMA, metrics=["final_objective"])
         assert set(result["verdict"]) == {"WORSE"} and exit_code(result) == 1
+        assert result["change"].isna().all()  # the row shows the value that failed, not a median
+    # where BASE failed alike, the same failure in NEW is no change
+    flaky = base.assign(final_objective=np.where(base["repeat"] == 0, np.nan, base["final_objective"]))
+    result = compare(new.assign(final_objective=np.where(new["repeat"] == 0, np.nan, -100.0)), flaky, SCHEMA,
+                     metrics=["final_objective"])
+    assert set(result["verdict"]) == {"SAME"}
 
 
 def test_base_that_cannot_gate_a_variant_is_bad_input():
@@ -145,23 +151,23 @@ def test_base_that_cannot_gate_a_variant_is_bad_input():
     newer = pd.concat([base, base[base["variant"] == "alg1"].assign(
         run_id="r-later", code_version="d", timestamp="2026-02-01T00:00:00+00:00")])
     for broken in (base[~((base["variant"] == "alg1") & (base["K"] == 64))], apart, newer):
-        with pytest.raises(BenchError, match="BASE cannot gate seconds at .*no alg1"):
+        with pytest.raises(BenchError, match="BASE cannot gate seconds at .*NEW has alg1"):
             compare(new, broken, SCHEMA)
+    # a point that neither side measured the reference at (a sweep's points beyond it) is not gated
+    beyond = [df[~((df["variant"] == "alg1") & (df["K"] == 64))] for df in (new, base)]
+    result = compare(*beyond, SCHEMA, metrics=["seconds"])
+    assert not ((result["K"] == 64) & (result["against"] == "alg1")).any() and set(result["verdict"]) == {"SAME"}
     # a baseline measured before the calibration existed cannot gate the reference's own time
     with pytest.raises(BenchError, match="without calibration_s"):
         compare(new, base.drop(columns=["calibration_s"]), SCHEMA)
 
 
-def test_a_run_on_both_sides_and_an_empty_axis_cell_are_bad_input():
+def test_a_run_on_both_sides_is_bad_input():
     base = results(BASE_FACTORS, seed=1)
     with pytest.raises(BenchError, match="share 1 run"):
         compare(base, base, SCHEMA)
     with pytest.raises(BenchError, match="share 1 run"):  # NEW appended to the baseline's folder
         compare(pd.concat([base, results(BASE_FACTORS, seed=2)]), base, SCHEMA)
-    new = results(BASE_FACTORS, seed=2)
-    new.loc[5, "K"] = np.nan
-    with pytest.raises(BenchError, match="NEW: line 7 has no value of the axis 'K'"):
-        compare(new, base, SCHEMA)
 
 
 def test_base_schema_gates_not_the_new_files(tmp_path):
@@ -191,13 +197,18 @@ def test_cpu_rows_measured_with_other_thread_counts_are_bad_input(tmp_path):
         compare_files(tmp_path / "new", tmp_path / "base", "lda")
     update_sidecar(tmp_path / "new" / "lda.json", "r2", {"numba_threads": 1})
     assert len(compare_files(tmp_path / "new", tmp_path / "base", "lda"))
+    # a run of older code in BASE, at other threads, is not compared and does not count
+    old = results(BASE_FACTORS, seed=3).assign(code_version="b", timestamp="2025-12-01T00:00:00+00:00")
+    pd.concat([old, results(BASE_FACTORS, seed=1)]).to_csv(tmp_path / "base" / "lda.csv", index=False)
+    update_sidecar(tmp_path / "base" / "lda.json", "r3", {"numba_threads": 16})
+    assert len(compare_files(tmp_path / "new", tmp_path / "base", "lda"))
 
 
 @pytest.mark.parametrize("side", ["new", "base"])
 def test_a_file_without_the_reference_is_bad_input(side):
     files = {"new": results(BASE_FACTORS, seed=2), "base": results(BASE_FACTORS, seed=1)}
     files[side] = files[side][files[side]["variant"] != "alg1"]
-    with pytest.raises(BenchError, match=f"{side.upper()} has no rows of the reference variant 'alg1'"):
+    with pytest.raises(BenchError, match=f"{side.upper()} has no cpu rows of the reference variant 'alg1'"):
         compare(files["new"], files["base"], SCHEMA)
 
 
@@ -311,12 +322,22 @@ def test_gpu_runs_are_compared_over_the_gpu_reference():
     # sumrv's reference (numpy) runs on the CPU; its GPU runs divide by naive, a GPU kernel.
     schema = {**SCHEMA, "reference": "numpy", "gpu_reference": "alg1"}
     gpu = results(BASE_FACTORS, seed=1).assign(backend="gpu")
-    assert reference_of(schema, gpu) == "alg1"
-    assert reference_of(schema, gpu.assign(backend="cpu")) == "numpy"
-    assert reference_of({**SCHEMA, "reference": "alg1"}, gpu) == "alg1"  # an older sidecar: no gpu_reference
+    assert reference_for(schema, "gpu") == "alg1" and reference_for(schema, "cpu") == "numpy"
+    assert reference_for({**SCHEMA, "reference": "alg1"}, "gpu") == "alg1"  # an older sidecar: no gpu_reference
     new = results({"alg4": 0.6, "alg7": 1.0}, seed=2).assign(backend="gpu")
     result = compare(new, gpu, schema)
     assert verdicts(result)[(32, "alg7", "alg1")] == "SLOWER" and result.attrs["reference"] == "alg1"
+
+
+def test_a_file_of_cpu_and_gpu_rows_is_gated_over_each_backends_reference():
+    schema = {**SCHEMA, "gpu_reference": "alg4"}
+    base = pd.concat([results(BASE_FACTORS, seed=1), results(BASE_FACTORS, seed=3).assign(backend="gpu")])
+    new = pd.concat([results(BASE_FACTORS, seed=2), results({"alg4": 0.6, "alg7": 1.0}, seed=4).assign(backend="gpu")])
+    result = compare(new, base, schema, metrics=["seconds"])
+    on = {(b, v, a): verdict for b, v, a, verdict in
+          result[result["K"] == 32][["backend", "variant", "against", "verdict"]].itertuples(index=False)}
+    assert on[("gpu", "alg7", "alg4")] == "SLOWER" and on[("cpu", "alg7", "alg1")] == "SAME"
+    assert ("gpu", "alg1", "alg4") in on and result.attrs["reference"] == "alg1 / alg4"
 
 
 def test_detection_table_counts_false_alarms_and_catches():
@@ -344,3 +365,23 @@ def test_a_tolerance_is_relative_to_the_resolution_where_the_baseline_is_smaller
     schema["columns"]["final_objective"]["resolution"] = 0.0  # without one, any error at all would fail
     assert set(compare(results(BASE_FACTORS, seed=2, quality=3e-14), base, schema,
                        metrics=["final_objective"])["verdict"]) == {"WORSE"}
+
+
+def test_a_baseline_from_before_resolutions_takes_the_installed_suites(tmp_path):
+    from pathlib import Path
+
+    from bench.check import compare_files
+    from bench.results import schema_for, update_sidecar
+    from bench.suite import get_suite
+
+    schema = schema_for(get_suite("sumrv"))
+    old = json.loads(json.dumps(schema))
+    del old["columns"]["max_rel_error"]["resolution"]
+    base = pd.read_csv(Path(__file__).parent.parent / "results" / "cpu-amd-epyc-2c" / "ci" / "sumrv.csv")
+    for side, df, sidecar in (("base", base.assign(max_rel_error=0.0), old),
+                              ("new", base.assign(max_rel_error=3e-14, run_id=base["run_id"] + "-new"), schema)):
+        (tmp_path / side).mkdir()
+        df.to_csv(tmp_path / side / "sumrv.csv", index=False)
+        update_sidecar(tmp_path / side / "sumrv.json", None, schema=sidecar)
+    result = compare_files(tmp_path / "new", tmp_path / "base", "sumrv", metrics=["max_rel_error"])
+    assert set(result["verdict"]) == {"SAME"}

@@ -165,6 +165,13 @@ def test_load_refuses_a_schema_that_cannot_gate(tmp_path, edit, message):
         load(tmp_path / "lda.csv")
 
 
+def test_load_names_a_row_without_a_value_of_an_axis(tmp_path):
+    append_rows(tmp_path / "lda.csv", [row(K=32), row(K="")])
+    update_sidecar(tmp_path / "lda.json", None, schema=SCHEMA)
+    with pytest.raises(BenchError, match=r"lda.csv:3: no value of the axis 'K'"):
+        load(tmp_path / "lda.csv")
+
+
 def test_load_refuses_a_calibration_that_is_not_positive(tmp_path):
     schema = {**SCHEMA, "columns": {**SCHEMA["columns"], "calibration_s": {"role": "calibration", "unit": "s"}}}
     append_rows(tmp_path / "lda.csv", [row(repeat=0, calibration_s=0.1), row(repeat=1, calibration_s=0.0)])
