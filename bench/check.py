@@ -22,10 +22,12 @@ samples of their own. Where the
 samples are too few for the test ever to reach alpha (3 repeats a side: p >= 0.1), the
 threshold alone decides (asv's fallback), and the p column says so. Points and variants in the
 baseline that are missing from the new file are regressions too, unless allowed.
-BASE's schema gates (a change cannot loosen its own check by declaring its metrics anew), and
-BASE must be able to gate every variant it holds: its reference (and calibration) measured
-beside each in the same run. NEW must be measured apart from BASE (no run of both); a quality
-value of NEW that is not finite where BASE's are is WORSE, whatever its median.
+BASE's schema gates (a change cannot loosen its own check by declaring its metrics anew; what
+an older baseline's schema lacks comes from the installed suite), each backend's rows over its
+own reference. Where NEW has a variant beside its reference in one run and repeat, BASE must
+have it so too (and a calibration where NEW has one), else the gate would silently vanish:
+bad input. NEW must be measured apart from BASE (no run of both); a quality value of NEW that
+is not finite where BASE's are is WORSE, whatever its median.
 """
 
 from __future__ import annotations
@@ -220,7 +222,7 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
     for df, path in ((new_df, new), (base_df, baseline)):
         if df.empty:
             raise BenchError(f"{path}: no {schema['suite']} rows")
-    _completed_by_the_installed_suite(schema)
+    _completed_by_the_installed_suite(schema, registry_schema)
     threads = {side: _cpu_threads(latest_code(df, schema), sidecar) for side, df, sidecar in
                (("NEW", new_df, new_sidecar), ("BASE", base_df, base_sidecar))}
     if threads["NEW"] and threads["BASE"] and threads["NEW"] != threads["BASE"]:
@@ -230,12 +232,13 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
     return compare(new_df, base_df, schema, new_schema=new_schema, **settings)
 
 
-def _completed_by_the_installed_suite(schema: dict) -> None:
+def _completed_by_the_installed_suite(schema: dict, registry_schema) -> None:
     """What a baseline's schema lacks, written before the suites declared it, from the
-    installed suite: its GPU reference (else GPU rows go over a CPU reference measured in
-    other runs) and its metrics' resolutions (else float64 errors of 0 fail against rounding)."""
+    installed suite's (`registry_schema(name)`): its GPU reference (else GPU rows go over a CPU
+    reference measured in other runs) and its metrics' resolutions (else float64 errors of 0
+    fail against rounding)."""
     try:
-        installed = schema_for(get_suite(schema["suite"]))
+        installed = registry_schema(schema["suite"])
     except BenchError:  # a suite not installed here: its baseline's schema as it is
         return
     schema.setdefault("gpu_reference", installed["gpu_reference"])
@@ -246,7 +249,7 @@ def _completed_by_the_installed_suite(schema: dict) -> None:
 
 def _cpu_threads(df: pd.DataFrame, sidecar: dict) -> set:
     """The numba thread counts that the runs of the CPU rows record (empty where none does)."""
-    runs = set(df.loc[df["backend"] == "cpu", "run_id"]) if "backend" in df else set()
+    runs = set(df.loc[df["backend"] == "cpu", "run_id"])
     return {info["numba_threads"] for run, info in sidecar.get("runs", {}).items()
             if run in runs and isinstance(info, dict) and info.get("numba_threads") is not None}
 

@@ -289,8 +289,9 @@ def _check_schema(schema, json_path: Path) -> None:
         tolerance = role.get("tolerance")
         if role["gate"] == "tolerance" and not (isinstance(tolerance, (int, float)) and tolerance >= 0):
             fail(f"{name}: tolerance {tolerance!r}")
-        if not (isinstance(role.get("resolution", 0.0), (int, float)) and role.get("resolution", 0.0) >= 0):
-            fail(f"{name}: resolution {role['resolution']!r}")
+        resolution = role.get("resolution", 0.0)  # absent in a sidecar written before resolutions
+        if not (isinstance(resolution, (int, float)) and resolution >= 0):
+            fail(f"{name}: resolution {resolution!r}")
 
 
 # Columns every row fills: a row without one did not parse (a garbage line reads as NaNs).
