@@ -210,13 +210,19 @@ def _limits(suite: Suite, backend: str) -> dict:
     return peaks.limits()
 
 
+PREPARE_NOTE_S = 30  # a suite's preparation of a point that takes longer is reported
+
+
 def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int = 0, repeats: int | None = None):
     """(rows, series rows) of one point: every variant, interleaved, repeat by repeat."""
     suite, backend = plan.suite, plan.backend
     repeats = settings.repeats if repeats is None else repeats
     variants = plan.variants_at(point)
     slow = slowdown.factors()  # {} but where detection is being measured
+    began = time.monotonic()
     workload = suite.prepare(point)
+    if time.monotonic() - began > PREPARE_NOTE_S:  # a long silence said: a corpus of billions of tokens
+        console.print(f"prepared in {time.monotonic() - began:.0f} s (untimed): {describe(point)}")
     for name, device in variants:
         for _ in range(settings.warmup):
             with RunContext(device).timed() as ctx:

@@ -648,6 +648,23 @@ def test_padded():
     assert_sorted_longest_first(padded)
 
 
+@pytest.mark.parametrize("dropped", [[], [0], [299], [0, 5, 6, 299], list(range(0, 300, 2)), list(range(300))])
+def test_without_is_select_of_the_others(dropped):
+    corpus = synthesize("tiny")
+    kept = np.setdiff1d(np.arange(corpus.num_docs), dropped)
+    expected = corpus.select(kept, "kept")
+    got = corpus.without(np.array(dropped, dtype=np.int64), "kept")
+    assert_same_corpus(got, expected)
+    np.testing.assert_array_equal(got.true_theta, expected.true_theta)
+
+
+def test_nnz_counts_distinct_document_word_pairs():
+    corpus = synthesize("tiny")
+    pairs = {(d, int(w)) for d, doc in enumerate(docs_of(corpus)) for w in doc}
+    assert corpus.nnz == len(pairs)
+    assert corpus.select(np.array([], dtype=np.int64), "none").nnz == 0
+
+
 @pytest.mark.parametrize("fraction", [0.0, 0.1, 0.5, 1.0])
 def test_heldout_split_partitions_tokens(fraction):
     corpus = synthesize("tiny")

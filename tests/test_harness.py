@@ -305,3 +305,17 @@ def test_the_slowdown_knob_slows_the_named_variants_only(tmp_path, monkeypatch):
         monkeypatch.setenv(slowdown.ENV, bad)
         with pytest.raises(BenchError, match="VARIANT=FACTOR"):
             slowdown.factors()
+
+
+class SlowToPrepare(Sleepy):
+    def prepare(self, point):
+        time.sleep(0.05)
+
+
+def test_a_long_preparation_is_reported(tmp_path, monkeypatch, capsys):
+    plan = harness.plan(SlowToPrepare(), {}, "cpu")
+    harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=1, warmup=0))
+    assert "prepared in" not in capsys.readouterr().err  # within PREPARE_NOTE_S: nothing said
+    monkeypatch.setattr(harness, "PREPARE_NOTE_S", 0.01)
+    harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=1, warmup=0))
+    assert "prepared in 0 s (untimed)" in capsys.readouterr().err
