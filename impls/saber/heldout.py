@@ -90,9 +90,19 @@ def topic_separation(b, beta: float, topics: int = SEPARATION_TOPICS) -> float:
 def log_likelihood(held: HeldOut, phi: np.ndarray, alpha: float, iterations: int = FOLD_IN_ITERATIONS) -> float:
     """The mean log-likelihood per evaluated token, theta folded in from the observed half."""
     per_document = np.empty(held.observed.num_docs)
-    _fold_in_log_likelihood(np.ascontiguousarray(phi, np.float64), float(alpha), iterations, held.observed.doc_ptr,
-                            held.observed.words, held.evaluated.doc_ptr, held.evaluated.words, per_document)
+    _fold_in_log_likelihood(np.ascontiguousarray(phi, np.float64), float(alpha), iterations,
+                            *_word_counts(held.observed), *_word_counts(held.evaluated), per_document)
     return _mean(per_document, held.evaluated.num_tokens)
+
+
+def _word_counts(corpus: Corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each document's distinct words and their counts (ptr, words, counts), in order of
+    word: a word's tokens in a document share their terms, which the evaluator then
+    computes once (fewer by the corpus's tokens per (document, word), 1.3-2.6)."""
+    doc = np.repeat(np.arange(corpus.num_docs, dtype=np.int64), corpus.lengths)
+    pairs, counts = np.unique(doc * corpus.vocab_size + corpus.words, return_counts=True)
+    ptr = np.searchsorted(pairs, np.arange(corpus.num_docs + 1, dtype=np.int64) * corpus.vocab_size)
+    return ptr, (pairs % corpus.vocab_size).astype(np.int32), counts.astype(np.float64)
 
 
 def _mean(per_document: np.ndarray, tokens: int) -> float:
@@ -128,8 +138,8 @@ def _dot(x, y):
 
 
 @numba.njit(parallel=True, cache=True)
-def _fold_in_log_likelihood(phi, alpha, iterations, observed_ptr, observed_words, evaluated_ptr, evaluated_words,
-                            out):
+def _fold_in_log_likelihood(phi, alpha, iterations, observed_ptr, observed_words, observed_counts, evaluated_ptr,
+                            evaluated_words, evaluated_counts, out):
     topics = phi.shape[1]
     for h in numba.prange(out.size):
         theta = np.full(topics, 1.0 / topics)
@@ -138,13 +148,13 @@ def _fold_in_log_likelihood(phi, alpha, iterations, observed_ptr, observed_words
             expected[:] = alpha
             for i in range(observed_ptr[h], observed_ptr[h + 1]):
                 row = phi[observed_words[i]]
-                scale = 1.0 / _dot(row, theta)
+                scale = observed_counts[i] / _dot(row, theta)
                 for k in range(topics):
                     expected[k] += row[k] * theta[k] * scale
             theta = expected / expected.sum()
         total = 0.0
         for j in range(evaluated_ptr[h], evaluated_ptr[h + 1]):
-            total += np.log(_dot(phi[evaluated_words[j]], theta))
+            total += evaluated_counts[j] * np.log(_dot(phi[evaluated_words[j]], theta))
         out[h] = total
 
 
