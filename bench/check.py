@@ -223,6 +223,12 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
         if df.empty:
             raise BenchError(f"{path}: no {schema['suite']} rows")
     _completed_by_the_installed_suite(schema, registry_schema)
+    machines = {side: set(latest_code(df, schema)["machine"].dropna()) if "machine" in df else set()
+                for side, df in (("NEW", new_df), ("BASE", base_df))}
+    if machines["NEW"] and machines["BASE"] and machines["NEW"] != machines["BASE"]:
+        raise BenchError(f"NEW was measured on {', '.join(sorted(machines['NEW']))}, BASE on "
+                         f"{', '.join(sorted(machines['BASE']))}: times compare on one machine type alone (the "
+                         "calibration cancels a slower machine of a type, not another GPU or CPU); measure both here")
     threads = {side: _cpu_threads(latest_code(df, schema), sidecar) for side, df, sidecar in
                (("NEW", new_df, new_sidecar), ("BASE", base_df, base_sidecar))}
     if threads["NEW"] and threads["BASE"] and threads["NEW"] != threads["BASE"]:

@@ -221,8 +221,9 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
     slow = slowdown.factors()  # {} but where detection is being measured
     began = time.monotonic()
     workload = suite.prepare(point)
-    if time.monotonic() - began > PREPARE_NOTE_S:  # a long silence said: a corpus of billions of tokens
-        console.print(f"prepared in {time.monotonic() - began:.0f} s (untimed): {describe(point)}")
+    took = time.monotonic() - began
+    if took > PREPARE_NOTE_S:  # explains a silent minute or more (a corpus of billions of tokens)
+        console.print(f"prepared in {took:.0f} s (untimed): {describe(point)}")
     for name, device in variants:
         for _ in range(settings.warmup):
             with RunContext(device).timed() as ctx:

@@ -204,6 +204,23 @@ def test_cpu_rows_measured_with_other_thread_counts_are_bad_input(tmp_path):
     assert len(compare_files(tmp_path / "new", tmp_path / "base", "lda"))
 
 
+def test_results_of_another_machine_type_are_bad_input(tmp_path):
+    from bench.check import compare_files
+    from bench.results import update_sidecar
+
+    for side, seed, machine in (("base", 1, "nvidia-h100"), ("new", 2, "nvidia-h200")):
+        (tmp_path / side).mkdir()
+        results(BASE_FACTORS, seed=seed).assign(machine=machine).to_csv(tmp_path / side / "lda.csv", index=False)
+        update_sidecar(tmp_path / side / "lda.json", None, schema=SCHEMA)
+    with pytest.raises(BenchError, match="NEW was measured on nvidia-h200, BASE on nvidia-h100: times compare on one"):
+        compare_files(tmp_path / "new", tmp_path / "base", "lda")
+    # older code measured elsewhere is not compared and does not count
+    old = results(BASE_FACTORS, seed=3).assign(code_version="b", timestamp="2025-12-01T00:00:00+00:00")
+    pd.concat([old.assign(machine="nvidia-h100"), results(BASE_FACTORS, seed=1).assign(machine="nvidia-h200")]).to_csv(
+        tmp_path / "base" / "lda.csv", index=False)
+    assert len(compare_files(tmp_path / "new", tmp_path / "base", "lda"))
+
+
 @pytest.mark.parametrize("side", ["new", "base"])
 def test_a_file_without_the_reference_is_bad_input(side):
     files = {"new": results(BASE_FACTORS, seed=2), "base": results(BASE_FACTORS, seed=1)}

@@ -91,16 +91,16 @@ def log_likelihood(held: HeldOut, phi: np.ndarray, alpha: float, iterations: int
     """The mean log-likelihood per evaluated token, theta folded in from the observed half."""
     per_document = np.empty(held.observed.num_docs)
     _fold_in_log_likelihood(np.ascontiguousarray(phi, np.float64), float(alpha), iterations,
-                            *_word_counts(held.observed), *_word_counts(held.evaluated), per_document)
+                            *_distinct_words(held.observed), *_distinct_words(held.evaluated), per_document)
     return _mean(per_document, held.evaluated.num_tokens)
 
 
-def _word_counts(corpus: Corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _distinct_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each document's distinct words and their counts (ptr, words, counts), in order of
     word: a word's tokens in a document share their terms, which the evaluator then
-    computes once (fewer by the corpus's tokens per (document, word), 1.3-2.6)."""
-    doc = np.repeat(np.arange(corpus.num_docs, dtype=np.int64), corpus.lengths)
-    pairs, counts = np.unique(doc * corpus.vocab_size + corpus.words, return_counts=True)
+    computes once (fewer by a held-out half's tokens per distinct word: 1.34 on
+    nytimes-synth, below a whole document's)."""
+    pairs, counts = np.unique(corpus.pair_ids(), return_counts=True)
     ptr = np.searchsorted(pairs, np.arange(corpus.num_docs + 1, dtype=np.int64) * corpus.vocab_size)
     return ptr, (pairs % corpus.vocab_size).astype(np.int32), counts.astype(np.float64)
 

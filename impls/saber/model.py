@@ -333,7 +333,7 @@ def chunk_layout(doc_ptr: np.ndarray, words: np.ndarray, chunks: int, xp=None) -
         local_ptr = (doc_ptr[d0:d1 + 1] - t0).astype(np.int32)
         chunk_words = words[t0:t1]
         by_word = to_host(xp.argsort(xp.asarray(chunk_words), kind="stable").astype(np.int32))
-        counts = np.bincount(chunk_words)  # where each word's run starts in by_word's order
+        counts = np.bincount(chunk_words)  # by_word sorts ascending: the used words' counts are its runs
         word_ptr = np.append(0, np.cumsum(counts[counts > 0]))
         pieces = -(-np.diff(word_ptr) // SEGMENT_TOKENS)
         within = np.arange(pieces.sum()) - np.repeat(np.cumsum(pieces) - pieces, pieces)
