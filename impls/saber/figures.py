@@ -258,6 +258,9 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
             ax.axhline(ceiling, color="black", linestyle="--", linewidth=1, label="ceiling (generating theta, phi)")
             ax.axhline(true_phi, color="black", linestyle="-.", linewidth=1, label="generating phi, theta folded in")
         ax.axhline(target, color="0.5", linestyle=":", linewidth=1, label="target")
+        start = curves.loc[curves["iteration"] == 0, "loglik"].median()  # the log axis has no place for t = 0
+        if np.isfinite(start):
+            ax.axhline(start, color="0.5", linestyle="-", linewidth=0.8, label="start (iteration 0)")
         ax.set(xscale="log", xlabel="training seconds (evaluation excluded)",
                ylabel="held-out log-likelihood per token")
         figure, stem = FIGURE_OF_DATASET.get(setting["dataset"], ("Figure 11", "fig11"))
