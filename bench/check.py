@@ -223,12 +223,7 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
         if df.empty:
             raise BenchError(f"{path}: no {schema['suite']} rows")
     _completed_by_the_installed_suite(schema, registry_schema)
-    machines = {side: set(latest_code(df, schema)["machine"].dropna()) if "machine" in df else set()
-                for side, df in (("NEW", new_df), ("BASE", base_df))}
-    if machines["NEW"] and machines["BASE"] and machines["NEW"] != machines["BASE"]:
-        raise BenchError(f"NEW was measured on {', '.join(sorted(machines['NEW']))}, BASE on "
-                         f"{', '.join(sorted(machines['BASE']))}: times compare on one machine type alone (the "
-                         "calibration cancels a slower machine of a type, not another GPU or CPU); measure both here")
+    _require_one_machine_type(latest_code(new_df, schema), latest_code(base_df, schema), key_columns(schema))
     threads = {side: _cpu_threads(latest_code(df, schema), sidecar) for side, df, sidecar in
                (("NEW", new_df, new_sidecar), ("BASE", base_df, base_sidecar))}
     if threads["NEW"] and threads["BASE"] and threads["NEW"] != threads["BASE"]:
@@ -236,6 +231,23 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
                          f"{sorted(threads['BASE'])}: a parallel variant's ratio depends on them; measure both "
                          "alike (NUMBA_NUM_THREADS)")
     return compare(new_df, base_df, schema, new_schema=new_schema, **settings)
+
+
+def _require_one_machine_type(new: pd.DataFrame, base: pd.DataFrame, keys: list[str]) -> None:
+    """BenchError at the first point (and variant) that NEW and BASE both hold, measured on
+    two machine types (their rows' `machine`): the calibration cancels a slower machine of a
+    type, not another GPU or CPU. Files written before rows named their machine pass."""
+    by = [*keys, "variant"]
+    if "machine" not in new or "machine" not in base:
+        return
+    sides = [df[[*by, "machine"]].astype(str).drop_duplicates() for df in (new, base)]
+    both = sides[0].merge(sides[1], on=by, suffixes=("_new", "_base"))
+    other = both[both["machine_new"] != both["machine_base"]]
+    if len(other):
+        first = other.iloc[0]
+        point = ", ".join(f"{k}={first[k]}" for k in by)
+        raise BenchError(f"{point}: NEW was measured on {first['machine_new']}, BASE on {first['machine_base']}; "
+                         "bench check compares times on one machine type only: measure both on one type")
 
 
 def _completed_by_the_installed_suite(schema: dict, registry_schema) -> None:

@@ -212,8 +212,17 @@ def test_results_of_another_machine_type_are_bad_input(tmp_path):
         (tmp_path / side).mkdir()
         results(BASE_FACTORS, seed=seed).assign(machine=machine).to_csv(tmp_path / side / "lda.csv", index=False)
         update_sidecar(tmp_path / side / "lda.json", None, schema=SCHEMA)
-    with pytest.raises(BenchError, match="NEW was measured on nvidia-h200, BASE on nvidia-h100: times compare on one"):
+    with pytest.raises(BenchError, match="NEW was measured on nvidia-h200, BASE on nvidia-h100; bench check compares"):
         compare_files(tmp_path / "new", tmp_path / "base", "lda")
+    # each point on its own: the machines swapped between the two K are no one machine type either
+    base, new = results(BASE_FACTORS, seed=1), results(BASE_FACTORS, seed=2)
+    base["machine"] = np.where(base["K"] == 32, "nvidia-h100", "nvidia-h200")
+    new["machine"] = np.where(new["K"] == 32, "nvidia-h200", "nvidia-h100")
+    base.to_csv(tmp_path / "base" / "lda.csv", index=False)
+    new.to_csv(tmp_path / "new" / "lda.csv", index=False)
+    with pytest.raises(BenchError, match="K=32, variant=alg1: NEW was measured on nvidia-h200, BASE on nvidia-h100"):
+        compare_files(tmp_path / "new", tmp_path / "base", "lda")
+    results(BASE_FACTORS, seed=2).assign(machine="nvidia-h200").to_csv(tmp_path / "new" / "lda.csv", index=False)
     # older code measured elsewhere is not compared and does not count
     old = results(BASE_FACTORS, seed=3).assign(code_version="b", timestamp="2025-12-01T00:00:00+00:00")
     pd.concat([old.assign(machine="nvidia-h100"), results(BASE_FACTORS, seed=1).assign(machine="nvidia-h200")]).to_csv(
