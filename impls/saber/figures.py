@@ -202,12 +202,17 @@ PAPER_SPEEDUPS = {"BIDMach (GPU)": 5.6, "ESCA (CPU)": 4.0, "DMLC (CPU)": 5.4}
 FIT_KEYS = ("dataset", "scale", "K", "iterations", "eval_every", "chunks", "workers", "memory")
 
 
+def start_of(series: pd.DataFrame) -> float:
+    """The median held-out value at iteration 0, the random start (nan: none evaluated)."""
+    return float(series.loc[series["iteration"] == 0, "loglik"].median())
+
+
 def target_of(series: pd.DataFrame, reference: float) -> tuple[float, str]:
     """The target from the curves and what the generating phi scores (nan: not known;
     then, or without the initial values, the best value reached less the margin), and
     the rule that gave it."""
     values = series.dropna(subset=["loglik"])
-    initial = values.loc[values["iteration"] == 0, "loglik"].median()
+    initial = start_of(values)
     if np.isfinite(reference) and np.isfinite(initial):
         return (float(initial + TARGET_FRACTION * (reference - initial)),
                 f"{TARGET_FRACTION:.0%} of the way from the median initial value to the generating phi's")
@@ -258,7 +263,7 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
             ax.axhline(ceiling, color="black", linestyle="--", linewidth=1, label="ceiling (generating theta, phi)")
             ax.axhline(true_phi, color="black", linestyle="-.", linewidth=1, label="generating phi, theta folded in")
         ax.axhline(target, color="0.5", linestyle=":", linewidth=1, label="target")
-        start = curves.loc[curves["iteration"] == 0, "loglik"].median()  # the log axis has no place for t = 0
+        start = start_of(curves)  # drawn as a line: the log time axis has no place for t = 0
         if np.isfinite(start):
             ax.axhline(start, color="0.5", linestyle="-", linewidth=0.8, label="start (iteration 0)")
         ax.set(xscale="log", xlabel="training seconds (evaluation excluded)",

@@ -686,7 +686,7 @@ def _speedups(peer: str):
         measured = []
         for setting, rows, curves in _fit_settings(results):
             final = _finals(rows, twins=False)
-            initial = curves.loc[curves["iteration"] == 0, "loglik"].median()
+            initial = figures.start_of(curves)
             if not {"G4", peer} <= set(final.index) or not final.min() > initial:
                 continue  # without the two, or every start above the worst final value: it says nothing
             seconds = figures.time_to_target(curves, float(final.min()))
