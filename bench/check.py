@@ -223,9 +223,10 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
         if df.empty:
             raise BenchError(f"{path}: no {schema['suite']} rows")
     _completed_by_the_installed_suite(schema, registry_schema)
-    _require_one_machine_type(latest_code(new_df, schema), latest_code(base_df, schema), key_columns(schema))
-    threads = {side: _cpu_threads(latest_code(df, schema), sidecar) for side, df, sidecar in
-               (("NEW", new_df, new_sidecar), ("BASE", base_df, base_sidecar))}
+    current = {"NEW": latest_code(new_df, schema), "BASE": latest_code(base_df, schema)}  # the rows compared
+    _require_one_machine_type(current["NEW"], current["BASE"], key_columns(schema))
+    threads = {side: _cpu_threads(current[side], sidecar) for side, sidecar in
+               (("NEW", new_sidecar), ("BASE", base_sidecar))}
     if threads["NEW"] and threads["BASE"] and threads["NEW"] != threads["BASE"]:
         raise BenchError(f"NEW's CPU rows ran with {sorted(threads['NEW'])} numba threads, BASE's with "
                          f"{sorted(threads['BASE'])}: a parallel variant's ratio depends on them; measure both "
