@@ -67,8 +67,8 @@ kernels:
 wheel-check: setup
 	PYTHON=$(BIN)/python .ci/wheel-check
 
-# On a GPU machine with CuPy (the device machines have no package registry, so
-# no venv there: their python3 with PYTHONPATH=.). The GPU tests on kos need it in the
+# On a GPU machine whose python3 has CuPy and the rest installed (no venv: a machine without a
+# package registry runs the clone with PYTHONPATH=.). The GPU tests on kos need it in the
 # cache or on $BENCH_DATA_PATH (passed through), and skip without it.
 gpu-test:
 	PYTHONPATH=. python3 -m pytest -ra -m gpu tests

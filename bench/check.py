@@ -184,6 +184,7 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
                 verdict = "WORSE" if failed or step < -allowed else "BETTER" if step > allowed else "SAME"
                 if failed:  # show what failed, not the median of the rest
                     new_ratio, change = float(ratio[~np.isfinite(ratio)].iloc[0]), np.nan
+                p_value = np.nan  # the value itself against the tolerance: no test (see the module doc)
             else:
                 base_ratio, new_ratio = base_runs.min(), new_runs.min()  # the least disturbed runs
                 change = new_ratio / base_ratio
@@ -347,8 +348,10 @@ def _cells(result: pd.DataFrame) -> tuple[list[str], list[list[str]], str]:
         return "too few" if few else number(row["p_value"], ".3g")
 
     rows = [[*(str(row[k]) for k in varying), str(row["variant"]), str(row["metric"]), str(row["against"]),
-             number(row["base"], ".4g"), number(row["new"], ".4g"), number(row["base_ratio"], ".3f"),
-             number(row["new_ratio"], ".3f"), "" if pd.isna(row["change"]) else f"{(row['change'] - 1) * 100:+.1f}%",
+             number(row["base"], ".4g"), number(row["new"], ".4g"),
+             # a value gated by tolerance is over nothing: its ratio cells would repeat base and new
+             *(("", "") if row["against"] == "" else (number(row["base_ratio"], ".3f"), number(row["new_ratio"], ".3f"))),
+             "" if pd.isna(row["change"]) else f"{(row['change'] - 1) * 100:+.1f}%",
              p_text(row), f"{row['n_base']}/{row['n_new']}", row["verdict"]]
             for row in result.to_dict("records")]
     return header, rows, constant
@@ -399,4 +402,8 @@ def render_json(results: list[pd.DataFrame], missing: list[str] = ()) -> str:
 def summary(result: pd.DataFrame, allow_missing: bool = False) -> str:
     counts = result["verdict"].value_counts().to_dict()
     code = exit_code(result, allow_missing)
-    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + (" -> regression" if code else "")
+    # Three repeats a side are too few for the test: a timing's noise alone can pass the threshold.
+    untested = int(((result["verdict"] == "SLOWER") & result["p_value"].isna()).sum())
+    hint = (f" ({untested} SLOWER by the threshold alone, too few repeats for the test: measure more repeats, "
+            "or raise --threshold to this machine's noise)") if untested else ""
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + (" -> regression" if code else "") + hint

@@ -1,6 +1,7 @@
 """The `bench` command: generic over suites (`bench list` shows them)."""
 
 import json
+import math
 import os
 import sys
 import warnings
@@ -347,7 +348,10 @@ def figures(results_dir: Path = ResultsOpt, figures_dir: Path = FiguresOpt):
     for path in written:
         out.print(str(path))
     if not any(path.suffix == ".png" for path in written):
-        err.print(f"no figures: no results to draw under {results_dir} (run `bench reproduce` first)")
+        reports = [path for path in written if path.name == "REPORT.md"]
+        err.print(f"no figures: no results under {results_dir} (run `bench reproduce` first)" if not reports else
+                  f"no figures: the results under {results_dir} hold no figure's points yet (a figure needs two "
+                  "values of its x axis, or its recipe's sweep); the report says what they hold")
 
 
 @app.command(cls=Command)
@@ -560,13 +564,13 @@ def list_command(suite: Optional[str] = typer.Argument(None, metavar="[SUITE]", 
     for column in ("metric", "unit", "better", "per", "gate", "help"):
         table.add_column(column)
     for metric in chosen.all_metrics():
-        gate = f"tolerance {metric.tolerance:g}" if metric.gate == "tolerance" else metric.gate or ""
+        gate = f"tolerance {metric.tolerance:.0%} of base" if metric.gate == "tolerance" else metric.gate or ""
         table.add_row(metric.name, metric.unit, metric.better, metric.per, gate, metric.help)
     out.print(table)
     for backend in ("cpu", "gpu"):
         d = chosen.defaults(backend)
         noise = f", until noise < {d.max_noise:g} within {d.budget_s:g} s" if d.max_noise else ""
-        out.print(f"defaults on {backend}: {d.repeats} repeats, {d.warmup} warm-up{noise}")
+        out.print(f"defaults on {backend}: repeats {d.repeats}, warm-ups {d.warmup}{noise}")
     if chosen.plots:
         out.print("plots: " + ", ".join(plot.stem for plot in chosen.plots))
     for recipe in chosen.recipes:
@@ -628,7 +632,10 @@ def data_info(
     table.add_column("statistic")
     table.add_column("value", justify="right")
     for key, value in corpus.stats().items():
-        table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else f"{value:,}")
+        if key == "zipf_exponent" and math.isnan(value):
+            value = "n/a: too few words used to fit"  # (Corpus.zipf_exponent)
+        table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int)
+                      else value)
     out.print(table)
 
 
@@ -668,6 +675,10 @@ def main():
     except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted")
         sys.exit(130)
+    except MemoryError as error:  # a point too large for this machine (numpy says how much it asked for)
+        err.print(f"[red]error:[/] out of memory: {error or 'an allocation failed'}: ask for a smaller point "
+                  "(K, scale, batch)")
+        sys.exit(2)
     except Exception as error:
         if not hasattr(error, "format_message"):  # a bug: show its traceback
             raise

@@ -137,10 +137,28 @@ def collect_env(argv: list[str]) -> dict:
         "git_commit": commit,
         "git_dirty": None if commit is None or status is None else bool(status),
         "hostname": socket.gethostname(),
-        "argv": list(argv),
-        "command": shlex.join(argv),
+        "argv": recorded_argv(argv),
+        "command": shlex.join(recorded_argv(argv)),
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+LOCATION_OPTIONS = ("--out", "--results", "--figures")
+
+
+def recorded_argv(argv: list[str]) -> list[str]:
+    """The command line as a run records it: the program as `bench`, however it was started
+    (`python -m bench` gives __main__.py's path), and the folders it wrote to as DIR: the
+    record lies in that folder, and another machine's folders tell a reader nothing."""
+    argv = list(argv)
+    if argv and Path(argv[0]).name == "__main__.py" and Path(argv[0]).parent.name == "bench":
+        argv[0] = "bench"
+    recorded = argv[:1]
+    for previous, arg in zip(argv, argv[1:]):
+        name, equals, _ = arg.partition("=")
+        recorded.append("DIR" if previous in LOCATION_OPTIONS else
+                        f"{name}=DIR" if equals and name in LOCATION_OPTIONS else arg)
+    return recorded
 
 
 def code_version(sources: tuple[str, ...] = CODE_DIRS) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from bench.errors import BenchError
 from bench.results import key_columns, latest_code, load, read_csv, read_sidecar, schema_for
@@ -283,7 +284,10 @@ def draw_plot(plot, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
         unit = schema["columns"].get(plot.y, {}).get("unit", "")
         ax.set_xlabel(plot.x)
         ax.set_ylabel(f"{plot.y} ({unit})" if unit else plot.y)
-        ax.set_xscale("log" if plot.logx else "linear")
+        if plot.logx:
+            ax.set_xscale("log")
+            xs = subset[plot.x].dropna().unique()
+            plain_log_labels(ax.xaxis, xs if len(xs) <= MAX_LABELLED_SIZES else None)
         ax.set_yscale("log" if plot.logy else "linear")
         named = ", ".join(f"{k}={v}" for k, v in setting.items())
         ax.set_title(plot.title + (f" ({named})" if named else ""), fontsize=10)
@@ -293,6 +297,21 @@ def draw_plot(plot, df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
                 "Lines: median over repeats; bands: fastest to slowest repeat.")
         written += save(fig, outdir, setting_stem(plot.stem, setting), caption(meta, subset) + "\n" + note)
     return written
+
+
+MAX_LABELLED_SIZES = 12  # a log x axis of at most this many measured sizes is labelled at each
+
+
+def plain_log_labels(axis, at=None) -> None:
+    """A log axis labelled in plain numbers, at 1, 2 and 5 of each decade (matplotlib's
+    3x10^-1 beside 4x10^-1 overlap where an axis spans about a decade), or at `at` alone (a
+    sweep's few measured sizes: 32, 64, 128)."""
+    if at is not None:
+        axis.set_major_locator(FixedLocator(sorted(set(at))))
+        axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(
+        lambda v, _: f"{v:g}" if v > 0 and round(v / 10 ** np.floor(np.log10(v))) in (2, 5) else ""))
 
 
 def _distinct(values) -> str:
@@ -330,7 +349,7 @@ def caption(meta: dict, df: pd.DataFrame) -> str:
     dates = pd.to_datetime(df["timestamp"], utc=True, format="ISO8601").dt.strftime("%Y-%m-%d")
     date_range = dates.min() if dates.min() == dates.max() else f"{dates.min()} to {dates.max()}"
     codes = _distinct(sorted(df["code_version"].astype(str).unique()))
-    lines = [machine, f"Settings: {settings or 'none constant'}; {n_repeats} repeats per point",
+    lines = [machine, f"Settings: {settings or 'none constant'}; repeats per point: {n_repeats}",
              f"Measured {date_range}; code version {codes}"]
     if "sm_clock_mhz_min" in df and df["sm_clock_mhz_min"].notna().any():
         throttled = df.loc[df["throttled"].astype(str).str.lower() == "true", "group"].nunique()

@@ -5,7 +5,8 @@ skips, with reasons) and the chosen variants, each on a device (minus those whos
 package or device is missing, with reasons). A point is measured with all its
 variants interleaved, repeat by repeat, after untimed warm-ups, beside a calibration
 timed in the same repeat; rows are appended a point at a time, so an interrupted
-sweep keeps every finished point and a rerun adds only what is missing.
+sweep keeps every finished point, and the finished variants of the point it was
+measuring, and a rerun adds only what is missing.
 """
 
 from __future__ import annotations
@@ -210,19 +211,27 @@ def _limits(suite: Suite, backend: str) -> dict:
     return peaks.limits()
 
 
-PREPARE_NOTE_S = 30  # a suite's preparation of a point that takes longer is reported
+NOTE_S = 30  # a point's preparation, or a variant's run, that takes longer is reported as it ends
 
 
-def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int = 0, repeats: int | None = None):
-    """(rows, series rows) of one point: every variant, interleaved, repeat by repeat."""
+def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, int] | None = None, keep=None,
+                  status=None):
+    """(rows, series rows) of one point: every variant, interleaved, repeat by repeat, up to
+    settings.repeats (more while noisy). done: the repeats each variant already has, from an
+    earlier run; a variant is measured only from there. keep(rows, series), where given, takes
+    the rows once the point is measured, and those measured so far where it is interrupted
+    or fails: a variant that finished (a training run of minutes) is not measured again.
+    status(text) hears which variant runs."""
     suite, backend = plan.suite, plan.backend
-    repeats = settings.repeats if repeats is None else repeats
-    variants = plan.variants_at(point)
+    done = done or {}
+    variants = [(name, device) for name, device in plan.variants_at(point)
+                if done.get(name, 0) < settings.repeats]
+    first_repeat = min((done.get(name, 0) for name, _ in variants), default=0)
     slow = slowdown.factors()  # {} but where detection is being measured
     began = time.monotonic()
     workload = suite.prepare(point)
     took = time.monotonic() - began
-    if took > PREPARE_NOTE_S:  # explains a silent minute or more (a corpus of billions of tokens)
+    if took > NOTE_S:  # explains a silent minute or more (a corpus of billions of tokens)
         console.print(f"prepared in {took:.0f} s (untimed): {describe(point)}")
     for name, device in variants:
         for _ in range(settings.warmup):
@@ -238,43 +247,54 @@ def measure_point(plan: Plan, point: dict, settings: Settings, first_repeat: int
     seconds: dict[str, list[float]] = {name: [] for name, _ in variants}
     monitor = _gpu_monitor(backend)
     started = time.monotonic()
-    with monitor or nullcontext():
-        for repeat in itertools.count(first_repeat):
-            calibration = calibrate(backend)
-            for name, device in variants:
-                if settings.flush_l2 and device == "gpu":
-                    flush_l2()
-                ctx = RunContext(device)
-                with ctx.timed():
-                    values = suite.run(workload, name, ctx) or {}
-                    if slow:
-                        slowdown.wait(device, (slowdown.factor_for(slow, name) - 1) * steady.get(name, 0.0))
-                common = {**point, "variant": name, "device": device, "repeat": repeat}
-                row = {**common, "seconds": ctx.seconds,
-                       **{f"{phase}_s": ctx.phases.get(phase, 0.0) for phase in suite.phases},
-                       **_declared(suite, values, "run"), **calibration}
-                # The floor first: a suite's derived metrics may read the ceilings beside it.
-                work = suite.work(workload, row) if limits and device == "gpu" else None
-                if work is not None:
-                    row.update(ceilings.floors(work, limits, row["seconds"], l2_flushed=settings.flush_l2))
-                row.update(_declared(suite, suite.derived(workload, row), "run"))
-                rows.append(row)
-                series += [{**common, **_declared(suite, {k: v for k, v in s.items() if k not in
-                                                          ("iteration", "wall_s")}, "iteration"),
-                            "iteration": s["iteration"], "wall_s": s["wall_s"]} for s in ctx.series]
-                seconds[name].append(ctx.seconds)
-            done = repeat + 1 - first_repeat
-            if done < repeats:
-                continue
-            if (settings.max_noise is None or done >= settings.max_repeats
-                    or time.monotonic() - started > settings.budget_s
-                    or max(_noise(s) for s in seconds.values()) < settings.max_noise):
-                break
-    hygiene = {"load_1m": os.getloadavg()[0], **(monitor.summary() if monitor else {})}
-    for row in rows:
-        s = seconds[row["variant"]]
-        row["cv"] = statistics.stdev(s) / statistics.fmean(s) if len(s) > 1 else None
-        row.update({k: v for k, v in hygiene.items() if k in results.HYGIENE})
+    try:
+        with monitor or nullcontext():
+            for repeat in itertools.count(first_repeat):
+                calibration = calibrate(backend)
+                for name, device in variants:
+                    if done.get(name, 0) > repeat:
+                        continue  # measured by an earlier run
+                    if status:
+                        status(f"{name} (repeat {repeat + 1})")
+                    if settings.flush_l2 and device == "gpu":
+                        flush_l2()
+                    ctx = RunContext(device)
+                    with ctx.timed():
+                        values = suite.run(workload, name, ctx) or {}
+                        if slow:
+                            slowdown.wait(device, (slowdown.factor_for(slow, name) - 1) * steady.get(name, 0.0))
+                    common = {**point, "variant": name, "device": device, "repeat": repeat}
+                    row = {**common, "seconds": ctx.seconds,
+                           **{f"{phase}_s": ctx.phases.get(phase, 0.0) for phase in suite.phases},
+                           **_declared(suite, values, "run"), **calibration}
+                    # The floor first: a suite's derived metrics may read the ceilings beside it.
+                    work = suite.work(workload, row) if limits and device == "gpu" else None
+                    if work is not None:
+                        row.update(ceilings.floors(work, limits, row["seconds"], l2_flushed=settings.flush_l2))
+                    row.update(_declared(suite, suite.derived(workload, row), "run"))
+                    rows.append(row)
+                    series += [{**common, **_declared(suite, {k: v for k, v in s.items() if k not in
+                                                              ("iteration", "wall_s")}, "iteration"),
+                                "iteration": s["iteration"], "wall_s": s["wall_s"]} for s in ctx.series]
+                    seconds[name].append(ctx.seconds)
+                    if ctx.seconds > NOTE_S:
+                        console.print(f"{name}: {ctx.seconds:.0f} s (repeat {repeat + 1}): {describe(point)}")
+                measured = repeat + 1 - first_repeat
+                if repeat + 1 < settings.repeats:
+                    continue
+                if (settings.max_noise is None or measured >= settings.max_repeats
+                        or time.monotonic() - started > settings.budget_s
+                        or max(_noise(s) for s in seconds.values()) < settings.max_noise):
+                    break
+    finally:
+        if rows:
+            hygiene = {"load_1m": os.getloadavg()[0], **(monitor.summary() if monitor else {})}
+            for row in rows:
+                s = seconds[row["variant"]]
+                row["cv"] = statistics.stdev(s) / statistics.fmean(s) if len(s) > 1 else None
+                row.update({k: v for k, v in hygiene.items() if k in results.HYGIENE})
+            if keep:
+                keep(rows, series)
     return rows, series
 
 
@@ -332,16 +352,16 @@ def settings_for(plan: Plan, out_dir: Path, repeats=None, warmup=None, max_noise
         max_repeats=max(repeats, defaults.max_repeats if max_repeats is None else max_repeats), flush_l2=flush_l2)
 
 
-def pending(plan: Plan, settings: Settings) -> list[tuple[dict, int]]:
-    """(point, repeats already measured) of every point that still lacks repeats with this
-    code and warm-up in the output directory."""
+def pending(plan: Plan, settings: Settings) -> list[tuple[dict, dict[str, int]]]:
+    """(point, repeats each variant already has) of every point where a variant still lacks
+    repeats with this code and warm-up in the output directory."""
     schema = results.schema_for(plan.suite)
     code = envinfo.code_version(plan.suite.sources)
     csv_path = settings.out_dir / f"{plan.suite.name}.csv"
     index = {} if settings.fresh else results.measured_repeats(csv_path, schema, code, settings.warmup)
     todo = [(point, results.repeats_done(index, point, [name for name, _ in plan.variants_at(point)]))
             for point in plan.points]
-    return [(point, done) for point, done in todo if done < settings.repeats]
+    return [(point, done) for point, done in todo if min(done.values(), default=0) < settings.repeats]
 
 
 def progress_bar() -> Progress:
@@ -392,6 +412,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
         console.print(line)
 
     done = elsewhere = 0
+    kept: set[str] = set()  # the variants of the point being measured whose rows are kept
     kernels_before = set(_kernels(plan.backend))  # the sidecar records those this sweep compiles
     claims = results.Claims(settings.out_dir, suite.name)
     written = _size(csv_path)  # the results file as this process last saw it
@@ -402,23 +423,8 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     try:
         with own_bar or nullcontext():
             bar, task = (own_bar, own_bar.add_task("starting", total=len(todo))) if own_bar else progress
-            for point, first in todo:
-                if not claims.take(point):
-                    elsewhere += 1  # another process is measuring it
-                    bar.advance(task)
-                    continue
-                if not settings.fresh and _size(csv_path) != written:
-                    # Another process wrote rows since this one made its list: this point may be among them.
-                    first = results.repeats_done(results.measured_repeats(csv_path, schema, code, settings.warmup),
-                                                 point, [name for name, _ in plan.variants_at(point)])
-                    written = _size(csv_path)
-                    if first >= settings.repeats:
-                        bar.advance(task)
-                        continue
-                if before_point:
-                    before_point(point, len(todo) - done)
-                bar.update(task, description=label + describe(point))
-                rows, series = measure_point(plan, point, settings, first, settings.repeats - first)
+            def keep(rows, series):
+                nonlocal written, kept
                 stamp = {"warmup": settings.warmup, "group": uuid.uuid4().hex[:12], "run_id": run_id,
                          "code_version": code, "timestamp": now(), "machine": machine}
                 # A point's series and rows are written together: an interrupt waits until both are.
@@ -429,6 +435,28 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                 finally:
                     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 written = _size(csv_path)
+                kept = {row["variant"] for row in rows}
+
+            for point, first in todo:
+                if not claims.take(point):
+                    elsewhere += 1  # another process is measuring it
+                    bar.advance(task)
+                    continue
+                if not settings.fresh and _size(csv_path) != written:
+                    # Another process wrote rows since this one made its list: this point may be among them.
+                    first = results.repeats_done(results.measured_repeats(csv_path, schema, code, settings.warmup),
+                                                 point, [name for name, _ in plan.variants_at(point)])
+                    written = _size(csv_path)
+                    if min(first.values(), default=0) >= settings.repeats:
+                        bar.advance(task)
+                        continue
+                if before_point:
+                    before_point(point, len(todo) - done)
+                description = label + describe(point)
+                bar.update(task, description=description)
+                measure_point(plan, point, settings, first, keep,
+                              lambda text: bar.update(task, description=f"{description}: {text}"))
+                kept = set()  # the point is whole
                 done += 1
                 bar.advance(task)
                 if not console.is_terminal and (time.monotonic() - last_note > 30 or done == len(todo)):
@@ -441,8 +469,10 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
         raise
     except KeyboardInterrupt:
         status = {"status": "interrupted"}
-        console.print(f"[yellow]interrupted[/]: {done} of {len(todo)} points measured and kept in {csv_path}; "
-                      "run the same command again to resume.")
+        partly = f" (and {', '.join(sorted(kept))} of the one in progress)" if kept else ""
+        console.print(f"[yellow]interrupted[/]: " + (
+            f"{done} of {len(todo)} points measured{partly} and kept in {csv_path}; run the same command again "
+            "to resume." if done or kept else "before a point was measured: nothing to keep."))
         return 130
     except BaseException as error:
         if isinstance(error.__context__, KeyboardInterrupt):
@@ -451,7 +481,8 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
             status = {"status": "interrupted"}
         else:
             status = {"status": "failed", "error": f"{type(error).__name__}: {error}",
-                      "traceback": traceback.format_exc(limit=8) if not isinstance(error, BenchError) else None}
+                      "traceback": None if isinstance(error, BenchError) else  # its paths from the checkout
+                      traceback.format_exc(limit=8).replace(f"{envinfo.REPO_ROOT}{os.sep}", "")}
         raise
     finally:
         claims.release()

@@ -10,7 +10,9 @@ same results give the same bytes.
 from __future__ import annotations
 
 import os
+import re
 import traceback
+import warnings
 from functools import cache
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import pandas as pd
 
 from bench import ceilings
 from bench.check import detection_table
+from bench.corpus.entries import catalogue
 from bench.errors import BenchError
 from bench.recipes import FOLDERS
 from bench.results import key_columns, latest_code, load, read_csv, schema_for
@@ -99,11 +102,36 @@ def _machine_section(results: Results, names: list[str]) -> list[str]:
             "| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows), ""]
 
 
-def _files(figures_dir: Path, stems: tuple[str, ...]) -> list[Path]:
+def _files(figures_dir: Path, stems: tuple[str, ...], datasets: set[str] | None = None) -> list[Path]:
+    """The figures and tables under figures_dir whose names start with a stem; of those drawn
+    per dataset, only datasets' (None: any)."""
     if not figures_dir.is_dir():
         return []
     return sorted(p for p in figures_dir.iterdir()
-                  if p.suffix in (".png", ".md") and any(p.name.startswith(stem) for stem in stems))
+                  if p.suffix in (".png", ".md") and any(p.name.startswith(stem) for stem in stems)
+                  and (datasets is None or _dataset_of(p.stem) in (None, *datasets)))
+
+
+def _dataset_of(stem: str) -> str | None:
+    """The corpus a figure was drawn for (setting_stem's ...-dataset-<name>-...): the longest
+    catalogue name there, so that kos-synth is not taken for kos."""
+    names = [name for name in catalogue() if re.search(f"-dataset-{re.escape(name)}(-|$)", stem)]
+    return max(names, key=len) if names else None
+
+
+def _datasets(recipe) -> set[str] | None:
+    """Every corpus a recipe's sweeps name, in any profile; None where one takes its suite's default."""
+    named = set()
+    for sweep in recipe.sweeps:
+        for profile in ("cpu", "quick", "paper"):
+            for backend in ("cpu", "gpu"):
+                specs = sweep.specs(profile, backend)
+                if specs is None:
+                    continue
+                if "dataset" not in specs:
+                    return None
+                named.update(specs["dataset"].split(","))
+    return named
 
 
 def _cell(text: str) -> str:
@@ -113,6 +141,10 @@ def _cell(text: str) -> str:
 def _claims(suite, results: Results) -> tuple[list[str], list[str]]:
     """The claims table and the causes of the differences."""
     rows, causes = [], []
+    frame = results.frame(suite.name)
+    # Most claims are about GPU runs: where none are here, the reader is told so.
+    missing = "not measured here" if frame.empty or (frame["backend"] == "gpu").any() else \
+        "not measured here: no GPU runs in these results"
     for claim in suite.claims:
         try:
             measured = claim.ours(results)
@@ -121,7 +153,7 @@ def _claims(suite, results: Results) -> tuple[list[str], list[str]]:
             rows.append(f"| {claim.id} | {_cell(claim.paper)} | cannot compute ({_cell(detail)}) | error |")
             continue
         if measured is None:
-            ours, verdict = "not measured here", "not measured here"
+            ours, verdict = missing, "not measured here"
         else:
             ours, verdict = measured.text, "holds" if claim.holds(measured.value) else "**differs**"
             if verdict != "holds" and claim.why:
@@ -185,6 +217,7 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
             present = not results.frame(suite.name).empty
         except BenchError as error:  # one unreadable file must not lose the rest of the report
             lines += [f"## {suite.name}", "", f"Its results cannot be read: {error}", ""]
+            warnings.warn(f"{suite.name}'s results cannot be read ({error}); the report says so")
             continue
         if not (present or suite.claims or suite.recipes):
             continue
@@ -194,7 +227,7 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
         if not present:
             lines += ["No results of this suite here.", ""]
         for recipe in (r for r in suite.recipes if r.reproduces_paper):
-            files = _files(figures_dir, recipe.figures)
+            files = _files(figures_dir, recipe.figures, _datasets(recipe))
             lines += [f"### {recipe.name}: {recipe.reproduces}", ""]
             if recipe.note:
                 lines += [" ".join(recipe.note.split()), ""]

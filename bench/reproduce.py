@@ -75,7 +75,7 @@ class Job:
     plan: harness.Plan | None = None
     settings: harness.Settings | None = None
     skip: str | None = None
-    todo: list = field(default_factory=list)  # (point, repeats done)
+    todo: list = field(default_factory=list)  # (point, repeats each variant has)
     downloads: list[str] = field(default_factory=list)  # real corpora not present here
 
     @property
@@ -151,7 +151,7 @@ def build(selected: list[tuple[Suite, Recipe]], profile: str, backend: str, resu
             job.skip = machine.lacks(job.size)
             # A point that an earlier sweep of the plan measures is not counted twice.
             pending = harness.pending(job.plan, job.settings) if machine.slug else \
-                [(point, 0) for point in job.plan.points]
+                [(point, {}) for point in job.plan.points]
             for point, done in pending:
                 key = (suite.name, tuple(sorted((k, str(v)) for k, v in point.items())),
                        tuple(sorted(name for name, _ in job.plan.variants_at(point))))
@@ -199,7 +199,7 @@ class Estimator:
         # Timestamps are whole seconds: a short point's gap is 0 or 1; the mean of them is unbiased.
         return per_run[seconds.notna()].groupby(key[seconds.notna()]).mean()
 
-    def point(self, job: Job, point: dict, done: int) -> float | None:
+    def point(self, job: Job, point: dict, done: dict[str, int]) -> float | None:
         walls = self._point_walls(get_suite(job.sweep.suite))
         if walls.empty:
             return None
@@ -207,7 +207,11 @@ class Estimator:
         key = "|".join(results.as_text(point[k]) for k in keys)
         if key not in walls.index:
             return None
-        return float(walls[key]) * (job.settings.warmup + job.settings.repeats - done)
+        # A point's wall covers all its variants; a variant measured earlier takes none of it.
+        variants = [name for name, _ in job.plan.variants_at(point)]
+        left = [job.settings.repeats - done.get(name, 0) for name in variants]
+        runs = sum(max(0, n) for n in left) + job.settings.warmup * sum(n > 0 for n in left)
+        return float(walls[key]) * runs / len(variants)
 
 
 def describe(jobs: list[Job], estimator: Estimator, machine: Machine, profile: str) -> tuple[list[str], float, int]:
@@ -269,7 +273,7 @@ class Budget:
     def left(self) -> float:
         return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
-    def expected(self, job: Job, point: dict, done: int) -> float | None:
+    def expected(self, job: Job, point: dict, done: dict[str, int]) -> float | None:
         earlier = self.estimator.point(job, point, done)
         if earlier is not None:
             return earlier
@@ -284,7 +288,7 @@ class Budget:
             if self.stopped or self.left() <= 0:
                 self.stopped = True
                 raise harness.Stop("the budget ran out")
-            done = next((d for p, d in job.todo if p == point), 0)
+            done = next((d for p, d in job.todo if p == point), {})
             expected = self.expected(job, point, done)
             if expected is not None and expected > self.left():
                 self.stopped = True
@@ -297,7 +301,8 @@ class Budget:
         if self.deadline is not None:
             def expire(signum, frame):
                 self.stopped = True
-                raise harness.Stop("the budget ran out during a point (abandoned; finished points are kept)")
+                raise harness.Stop("the budget ran out during a point (abandoned; finished points and its finished "
+                                   "variants are kept)")
 
             self._previous = signal.signal(signal.SIGALRM, expire)
             signal.setitimer(signal.ITIMER_REAL, max(0.01, self.left()))

@@ -361,9 +361,9 @@ def measured_repeats(csv_path: Path, schema: dict, code_version: str, warmup: in
             for key, n in counts.items()}
 
 
-def repeats_done(index: dict, point: Mapping, variants: Iterable[str]) -> int:
-    """The repeats every variant of the point already has (0 when one has none)."""
-    return min((index.get(_point_id({**point, "variant": v}), 0) for v in variants), default=0)
+def repeats_done(index: dict, point: Mapping, variants: Iterable[str]) -> dict[str, int]:
+    """The repeats each variant of the point already has (0 where it has none)."""
+    return {v: index.get(_point_id({**point, "variant": v}), 0) for v in variants}
 
 
 class Claims:

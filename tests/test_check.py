@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from bench.check import compare, exit_code, reference_for, render_json, render_markdown, render_table
+from bench.check import compare, exit_code, reference_for, render_json, render_markdown, render_table, summary
 from bench.errors import BenchError
 
 REPEATS = 8
@@ -62,7 +62,9 @@ def test_no_change_is_same_everywhere():
                       (("alg4", "alg1"), ("alg7", "alg1"), ("alg1", "calibration"))}
     assert set(result["verdict"]) == {"SAME"}
     assert set(result["metric"]) == {"seconds", "final_objective"}  # ungated draw_z_s is not checked
-    assert result["p_value"].between(0, 1).all()
+    timed = result["metric"] == "seconds"
+    assert result.loc[timed, "p_value"].between(0, 1).all()
+    assert result.loc[~timed, "p_value"].isna().all()  # a tolerance gate runs no test
     assert np.allclose(result.loc[result["metric"] == "seconds", "change"], 1, atol=0.03)
     assert exit_code(result) == 0
 
@@ -324,6 +326,8 @@ def test_reports_show_absolute_times_ratios_change_and_p():
     assert "precision=f32" in text
     markdown = render_markdown(result)
     assert markdown.startswith("| K | variant | metric | over | base | new |") and "SLOWER" in markdown
+    quality = next(line for line in markdown.splitlines() if "| final_objective |" in line).split("|")
+    assert quality[7:11] == ["  ", "  ", quality[9], "  "] and quality[9].strip().endswith("%")  # no ratio, no p
     rows = json.loads(render_json([result]))["suites"][0]["rows"]
     slow = next(r for r in rows if r["variant"] == "alg7" and r["K"] == 32 and r["metric"] == "seconds")
     assert slow["verdict"] == "SLOWER" and slow["new"] == pytest.approx(1.0, rel=0.05)
@@ -340,6 +344,8 @@ def test_too_few_repeats_for_the_test_fall_back_to_the_threshold():
     assert set(alg4["verdict"]) == {"SLOWER"} and alg4["p_value"].isna().all()
     assert exit_code(result) == 1
     assert "too few" in render_markdown(result)
+    assert "SLOWER by the threshold alone, too few repeats for the test" in summary(result)
+    assert "threshold alone" not in summary(compare(results({"alg4": 1.2}, seed=2), results(few, seed=1), SCHEMA))
     same = compare(results(few, seed=3).query("repeat < 3"), base, SCHEMA)
     assert set(same["verdict"]) == {"SAME"}  # small noise stays below the threshold
 

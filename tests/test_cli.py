@@ -62,6 +62,7 @@ def assert_one_line_error(result, *fragments, code=2):
      ["every combination is invalid", "kos is a real corpus"]),
     (["sweep", "--backend", "cpu", "-a", "K"], ["expected NAME=SPEC"]),
     (["verify", "--backend", "cpu", "--k", "0"], ["K must be >= 1"]),
+    (["sweep", "lda-kernels", "--backend", "cpu", "--k", "99999999999", "--dry-run"], ["K must be <= 65536"]),
     (["check", "missing.csv", "--baseline", "missing.csv"], ["no such result file: missing.csv"]),
     (["check", "x.csv", "--baseline", "y.csv", "--format", "xml"], ["unknown format 'xml'"]),
     (["check", "x.csv", "--baseline", "y.csv", "--threshold", "10"], ["a fraction (0.1: 10%)", "got 10.0"]),
@@ -91,7 +92,7 @@ def test_version_list_and_dry_run():
     assert listing.returncode == 0 and "lda" in listing.stdout and "fake" in listing.stdout
     detail = bench("list", "fake")
     assert detail.returncode == 0
-    for text in ("2^6..2^8", "tunable", "no_such_package_xyz (missing)", "tolerance 0.05", "iteration"):
+    for text in ("2^6..2^8", "tunable", "no_such_package_xyz (missing)", "tolerance 5% of base", "iteration"):
         assert text in detail.stdout, text
     dry = bench("sweep", "fake", "-a", "n=16..4096:*4", "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -114,6 +115,20 @@ def test_results_of_a_sweep_out_folder_are_not_taken_for_machines(tmp_path):
     for command in ("report", "figures"):
         assert_one_line_error(bench(command, "--results", tmp_path, "--figures", tmp_path / "figures"),
                               "holds results itself", "--out DIR/<machine>")
+
+
+def test_a_point_too_large_for_memory_is_one_line(monkeypatch, capsys):
+    from bench import cli
+
+    def allocate(**kwargs):
+        raise MemoryError("Unable to allocate 167. GiB for an array with shape (448, 100000000)")
+
+    monkeypatch.setattr(cli, "app", allocate)
+    with pytest.raises(SystemExit) as exit:
+        cli.main()
+    assert exit.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: out of memory: Unable to allocate 167. GiB") and "smaller point" in line
 
 
 def test_malformed_corpus_names_file_and_line(tmp_path):
@@ -218,6 +233,10 @@ def test_bad_results_files_are_one_line_errors(tmp_path):
     assert figures.returncode == 0, figures.stderr
     assert "skipped:" in figures.stderr and "aaa-broken" in figures.stderr and "Traceback" not in figures.stderr
     assert (tmp_path / "figs" / "good" / "fake-time-vs-n-method-vector.png").exists()
+    report = bench("report", "--results", tmp_path / "results", "--figures", tmp_path / "figs")
+    assert report.returncode == 0, report.stderr
+    assert "warning: fake's results cannot be read" in " ".join(report.stderr.split())
+    assert "Its results cannot be read" in (tmp_path / "results" / "aaa-broken" / "REPORT.md").read_text()
 
 
 def test_lda_sweep_check_and_figures_end_to_end(tmp_path):
@@ -233,6 +252,18 @@ def test_lda_sweep_check_and_figures_end_to_end(tmp_path):
     figures = bench("figures", "--results", tmp_path, "--figures", tmp_path / "figs")
     assert figures.returncode == 0, figures.stderr
     assert (tmp_path / "figs" / "machine" / "fig7a-time-vs-k-f32.png").exists()
+
+
+def test_figures_of_results_too_few_to_draw_say_so(tmp_path):
+    out = tmp_path / "results" / "machine"
+    sweep = bench("sweep", "--backend", "cpu", "--dataset", "tiny", "--k", "8", "--precision", "f32", "--iterations",
+                  "1", "--repeats", "1", "--out", out)
+    assert sweep.returncode == 0, sweep.stderr
+    figures = bench("figures", "--results", tmp_path / "results", "--figures", tmp_path / "figs")
+    assert figures.returncode == 0 and "hold no figure's points yet" in " ".join(figures.stderr.split())
+    (tmp_path / "empty").mkdir()
+    empty = bench("figures", "--results", tmp_path / "empty", "--figures", tmp_path / "figs2")
+    assert empty.returncode == 0 and "no results under" in empty.stderr
 
 
 def test_env_names_this_machine():

@@ -152,7 +152,7 @@ def test_caption_names_machine_software_and_constant_settings(results_root):
     assert "numpy 2.4.6" in text and "cupy 14.2.0" in text and "backend gpu" in text
     assert "dataset=wiki" in text and "iterations=100" in text and "precision=f32" in text and "update=mfm" in text
     assert "K=" not in text  # varies, so not a setting
-    assert "2 repeats per point" in text and "2026-01-02" in text and "abc123" in text
+    assert "repeats per point: 2" in text and "2026-01-02" in text and "abc123" in text
 
 
 # --- the lda figures' honesty about what was measured -------------------------------------------------------

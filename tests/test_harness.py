@@ -167,6 +167,46 @@ def test_interrupted_and_failed_runs_are_marked(tmp_path, monkeypatch):
     assert pd.read_csv(tmp_path / "fake.csv").groupby("n").size().to_dict() == {64: 4, 128: 4}
 
 
+def test_an_interrupted_point_keeps_its_finished_variants_and_resumes_with_the_rest(tmp_path, monkeypatch, capsys):
+    """A point of saber-fit trains each system for minutes: one interrupted in its second
+    system keeps the first, and the rerun measures only what is missing."""
+    plan = harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu")
+    real_run = FAKE.run
+    ran = []
+
+    def interrupt_twice_on_its_second_repeat(workload, variant, ctx):
+        ran.append(variant)
+        if variant == "twice" and ran.count("twice") == 3:  # warm-up, repeat 0, then repeat 1
+            raise KeyboardInterrupt
+        return real_run(workload, variant, ctx)
+
+    monkeypatch.setattr(FAKE, "run", interrupt_twice_on_its_second_repeat)
+    assert harness.sweep(plan, settings(tmp_path)) == 130
+    said = " ".join(capsys.readouterr().err.split())  # as rich wrapped it
+    assert "0 of 1 points measured (and plain, twice of the one in progress) and kept" in said
+    df = pd.read_csv(tmp_path / "fake.csv")
+    assert sorted(zip(df["variant"], df["repeat"])) == [("plain", 0), ("plain", 1), ("twice", 0)]
+    series = pd.read_csv(tmp_path / "fake-series.csv")
+    assert len(series) == 3 * fake_suite.ITERATIONS
+
+    ran.clear()
+    assert harness.sweep(plan, settings(tmp_path)) == 0
+    assert ran == ["twice", "twice"]  # its warm-up and its missing repeat: plain is not run again
+    df = pd.read_csv(tmp_path / "fake.csv")
+    assert sorted(zip(df["variant"], df["repeat"])) == [("plain", 0), ("plain", 1), ("twice", 0), ("twice", 1)]
+    assert df["group"].nunique() == 2  # the resumed repeat is paired with nothing of the first run
+
+
+def test_an_interrupt_before_any_point_names_no_file(tmp_path, monkeypatch, capsys):
+    def interrupt(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(harness, "measure_point", interrupt)
+    assert harness.sweep(harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu"), settings(tmp_path)) == 130
+    said = " ".join(capsys.readouterr().err.split())
+    assert "interrupted: before a point was measured: nothing to keep" in said and "fake.csv" not in said
+
+
 def test_an_interrupt_whose_report_cannot_be_printed_is_still_marked_interrupted(tmp_path, monkeypatch):
     """`timeout -s INT ... | tee`: the Ctrl-C also closes tee, and rich, writing the
     interrupt's report to the closed pipe, raises SystemExit instead."""
@@ -313,10 +353,14 @@ class SlowToPrepare(Sleepy):
         time.sleep(0.05)
 
 
-def test_a_long_preparation_is_reported(tmp_path, monkeypatch, capsys):
+def test_a_long_preparation_or_run_is_reported_and_the_running_variant_named(tmp_path, monkeypatch, capsys):
     plan = harness.plan(SlowToPrepare(), {}, "cpu")
+    heard = []
+    harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=2, warmup=0), status=heard.append)
+    assert heard == ["plain (repeat 1)", "plain (repeat 2)"]
+    err = capsys.readouterr().err
+    assert "prepared in" not in err and "plain:" not in err  # within NOTE_S: nothing said
+    monkeypatch.setattr(harness, "NOTE_S", 0.001)
     harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=1, warmup=0))
-    assert "prepared in" not in capsys.readouterr().err  # within PREPARE_NOTE_S: nothing said
-    monkeypatch.setattr(harness, "PREPARE_NOTE_S", 0.01)
-    harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=1, warmup=0))
-    assert re.search(r"prepared in \d+ s \(untimed\)", capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert re.search(r"prepared in \d+ s \(untimed\)", err) and re.search(r"plain: \d+ s \(repeat 1\)", err)

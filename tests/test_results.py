@@ -206,13 +206,13 @@ def test_measured_repeats(tmp_path):
     append_rows(path, [row(variant="alg7", K=64, code_version="old")])
     index = measured_repeats(path, SCHEMA, "v1", warmup=1)
     point = {"suite": "lda", "backend": "cpu", "precision": "f32", "K": 32}
-    assert repeats_done(index, point, ["alg1", "alg4"]) == 2
-    assert repeats_done(index, {**point, "K": "32"}, ["alg1"]) == 2  # compared as text
-    assert repeats_done(index, {**point, "K": np.int64(32)}, ["alg4"]) == 2
-    assert repeats_done(index, point, ["alg1", "alg7"]) == 0  # one variant missing
-    assert repeats_done(index, {**point, "K": 64}, ["alg7"]) == 0  # other code version
-    assert repeats_done(measured_repeats(path, SCHEMA, "old", 1), {**point, "K": 64}, ["alg7"]) == 1
-    assert repeats_done(measured_repeats(path, SCHEMA, "v1", 2), point, ["alg1"]) == 0  # other warm-up
+    assert repeats_done(index, point, ["alg1", "alg4"]) == {"alg1": 2, "alg4": 2}
+    assert repeats_done(index, {**point, "K": "32"}, ["alg1"]) == {"alg1": 2}  # compared as text
+    assert repeats_done(index, {**point, "K": np.int64(32)}, ["alg4"]) == {"alg4": 2}
+    assert repeats_done(index, point, ["alg1", "alg7"]) == {"alg1": 2, "alg7": 0}  # one variant missing
+    assert repeats_done(index, {**point, "K": 64}, ["alg7"]) == {"alg7": 0}  # other code version
+    assert repeats_done(measured_repeats(path, SCHEMA, "old", 1), {**point, "K": 64}, ["alg7"]) == {"alg7": 1}
+    assert repeats_done(measured_repeats(path, SCHEMA, "v1", 2), point, ["alg1"]) == {"alg1": 0}  # other warm-up
     assert measured_repeats(tmp_path / "missing.csv", SCHEMA, "v1", 1) == {}
 
 
@@ -261,6 +261,16 @@ def test_collect_env_without_gpu_or_git(tmp_path, monkeypatch):
     assert env["command"] == "bench run --suite lda"
     assert env["timestamp"].endswith("+00:00")
     json.dumps(env)
+
+
+def test_a_run_records_its_command_as_bench_and_its_folders_as_dir():
+    started = ["/home/me/clone/bench/__main__.py", "sweep", "lda", "--out", "/home/me/res/gpu", "--figures=figs",
+               "--k", "64", "--out"]
+    assert envinfo.recorded_argv(started) == ["bench", "sweep", "lda", "--out", "DIR", "--figures=DIR", "--k", "64",
+                                              "--out"]
+    env = envinfo.collect_env(started)
+    assert env["command"] == "bench sweep lda --out DIR --figures=DIR --k 64 --out" and env["argv"][0] == "bench"
+    assert envinfo.recorded_argv(["/usr/bin/pytest", "-q"]) == ["/usr/bin/pytest", "-q"]  # not bench: as it was
 
 
 def test_collect_env_reads_a_gpu_through_cupy(monkeypatch):

@@ -391,3 +391,22 @@ def test_a_calibration_claim_for_every_corpus_the_calibration_recipe_measures():
     beside kos, has none."""
     assert [c.id for c in SABER.claims if c.id.startswith("CAL")] == ["CALKOS", "CALNIPS", "CALNYTIMES",
                                                                           "CALPUBMED"]
+
+
+def test_a_recipe_shows_the_figures_of_its_own_corpora(tmp_path):
+    from bench.report import _datasets, _files
+
+    stems = ["fig11-loglik-vs-time-dataset-kos-K-100", "fig11-loglik-vs-time-dataset-kos-synth-K-100",
+             "fig11-loglik-vs-time-dataset-nytimes-synth-K-1000", "table2-memory-by-k-dataset-nytimes-synth-chunks-4",
+             "table2-memory-by-k-dataset-pubmed-synth-chunks-20", "saber-fit-table"]
+    for stem in stems:
+        (tmp_path / f"{stem}.png").touch()
+    recipe = {r.name: r for r in recipes.RECIPES}
+
+    def shown(name):
+        return {p.stem for p in _files(tmp_path, recipe[name].figures, _datasets(recipe[name]))}
+
+    assert shown("table2") == {"table2-memory-by-k-dataset-pubmed-synth-chunks-20"}
+    assert shown("calibration") == {"fig11-loglik-vs-time-dataset-kos-synth-K-100"}  # kos-synth is not kos
+    assert "fig11-loglik-vs-time-dataset-kos-synth-K-100" not in shown("fig11")
+    assert {"fig11-loglik-vs-time-dataset-kos-K-100", "saber-fit-table"} <= shown("fig11")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, per_setting, save, save_text, setting_stem
+from bench.figures import caption, per_setting, plain_log_labels, save, save_text, setting_stem
 
 CPU = ("cpu-serial", "cpu-parallel")
 CONFIG = ["layout", "precision", "l1", "block"]
@@ -129,6 +129,7 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
                         label=variant if j == 0 else None)
         ax.set(xscale="log", yscale="log", xlabel="seconds since the start of the fit",
                ylabel="(f - best f found) / |best f|")
+        plain_log_labels(ax.xaxis)
         ax.set_title("L-BFGS to the MAP: " + ", ".join(f"{k}={v}" for k, v in setting.items()), fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)

@@ -13,7 +13,7 @@ from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Plot, Suite
 from impls.lda import drawz_cpu, model
 from impls.lda.drawz_gpu import LOADS, STORAGES, TILED
-from impls.lda.suite import DATASET, DRAWZ_VARIANTS, PRECISION, SCALE, SOURCES, DrawzSuite
+from impls.lda.suite import DATASET, DRAWZ_VARIANTS, MAX_TOPICS, PRECISION, SCALE, SOURCES, DrawzSuite
 
 
 @dataclass
@@ -42,8 +42,8 @@ class LdaKernelSuite(DrawzSuite, Suite):
         DATASET,
         SCALE,
         PRECISION,
-        Axis("K", "256,512,1024", lambda s: parse_ints(s, "K", default_step=4), "number of topics",
-             aliases=("k",)),
+        Axis("K", "256,512,1024", lambda s: parse_ints(s, "K", default_step=4, maximum=MAX_TOPICS),
+             "number of topics", aliases=("k",)),
         Axis("storage", "auto", lambda s: parse_choices(s, STORAGES, "storage"),
              "GPU store of the per-lane arrays: auto (the variant's faster), local or global", tune=True),
         Axis("registers", "0", lambda s: parse_ints(s, "registers", minimum=0, maximum=255),

@@ -47,8 +47,9 @@ SCALE = Axis("scale", _default_scale, lambda s: parse_floats(s, "scale", 1e-6, 1
              "shrink a synthetic corpus (CPU default: to about 30,000 tokens, 0.01 for wiki-synth; 1 on a GPU)")
 PRECISION = Axis("precision", "f32,f64", lambda s: parse_choices(s, model.PRECISIONS, "precision"),
                  "type of theta, phi, products and partial sums")
-K_AXIS = Axis("K", "4..1024", lambda s: parse_ints(s, "K", default_step=4), "number of topics; A..B steps by 4",
-              aliases=("k",))
+MAX_TOPICS = 2**16  # dense LDA holds K values for every document and word: the paper's K end at 1024
+K_AXIS = Axis("K", "4..1024", lambda s: parse_ints(s, "K", default_step=4, maximum=MAX_TOPICS),
+              "number of topics; A..B steps by 4", aliases=("k",))
 DRAWZ_VARIANTS = tuple(Variant(name, doc, devices=("cpu", "gpu")) for name, doc in drawz_cpu.VARIANTS.items())
 
 
@@ -87,7 +88,7 @@ class DrawzSuite:
         return [(drawz_gpu.KERNEL_SOURCE, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={drawz_gpu.KMAX_LOCAL}"))]
 
     verify_axes = (
-        Axis("K", "1..70", lambda s: parse_ints(s, "K"), "every K of A..B", aliases=("k",)),
+        Axis("K", "1..70", lambda s: parse_ints(s, "K", maximum=MAX_TOPICS), "every K of A..B", aliases=("k",)),
         Axis("W", "32", warp_sizes, "warp size (8, 16 or 32 on a CPU)", aliases=("warp",)),
         PRECISION,
     )

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, per_setting, save, save_text, setting_stem
+from bench.figures import caption, per_setting, plain_log_labels, save, save_text, setting_stem
 from bench.results import key_columns
 
 # G4 overlaps its chunks' phases; a replayed graph holds an iteration's phases (after its capture)
@@ -268,6 +268,7 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
             ax.axhline(start, color="0.5", linestyle="-", linewidth=0.8, label="start (iteration 0)")
         ax.set(xscale="log", xlabel="training seconds (evaluation excluded)",
                ylabel="held-out log-likelihood per token")
+        plain_log_labels(ax.xaxis)
         figure, stem = FIGURE_OF_DATASET.get(setting["dataset"], ("Figure 11", "fig11"))
         ax.set_title(f"{figure}: held-out log-likelihood against time (" +
                      ", ".join(f"{k}={v}" for k, v in setting.items()) + ")", fontsize=10)

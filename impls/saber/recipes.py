@@ -150,7 +150,8 @@ RECIPES = (
            ),
            note="Needs two GPUs of one host; the held-out curve on two GPUs is the one-GPU curve value for value."),
     Recipe("calibration", "(not in the paper) the synthetic corpora against the real ones they imitate (kos, nips): "
-           "text statistics and what a model finds from a random start, measured alike", sweeps=(
+           "text statistics and what a model finds from a random start, measured alike",
+           figures=("fig11-loglik-vs-time-dataset-kos-synth", "fig11-loglik-vs-time-dataset-nips-synth"), sweeps=(
                Sweep("saber-fit", {"dataset": "kos,kos-synth,nips,nips-synth", "K": "100,1000"},
                      variants=("delayed-gibbs",),
                      quick=size(scale=1, iterations=100, eval_every=50),

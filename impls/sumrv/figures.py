@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, per_setting, save, setting_stem
+from bench.figures import caption, per_setting, plain_log_labels, save, setting_stem
 from bench.results import key_columns
 
 OURS = "strip"
@@ -48,6 +48,7 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
             ax.plot(stats.index, stats["median"], marker="o", markersize=3, label=variant, **style)
             ax.fill_between(stats.index, stats["min"], stats["max"], color=style["color"], alpha=0.2, linewidth=0)
         ax.set(xscale="log", yscale="log", xlabel="m = n", ylabel="seconds per call (one batch)")
+        plain_log_labels(ax.xaxis, subset["n"].unique())
         ax.set_title(_title("Distribution of x + y: time per batch", setting), fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
@@ -62,6 +63,7 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
             ax.plot(rows["n"], rows["speedup"], marker="o", markersize=3, label=f"over {variant}", color=f"C{i}")
         ax.axhline(1, color="0.5", linewidth=0.8)
         ax.set(xscale="log", yscale="log", xlabel="m = n", ylabel=f"time of the variant / time of {OURS}")
+        plain_log_labels(ax.xaxis, subset["n"].unique())
         ax.set_title(_title(f"Speed-up of {OURS} over each variant", setting), fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
