@@ -226,7 +226,9 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
     done = done or {}
     variants = [(name, device) for name, device in plan.variants_at(point)
                 if done.get(name, 0) < settings.repeats]
-    first_repeat = min((done.get(name, 0) for name, _ in variants), default=0)
+    if not variants:  # every variant has its repeats (another process measured them)
+        return [], []
+    first_repeat = min(done.get(name, 0) for name, _ in variants)
     slow = slowdown.factors()  # {} but where detection is being measured
     began = time.monotonic()
     workload = suite.prepare(point)
@@ -397,6 +399,10 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     if len(todo) < len(plan.points):
         console.print(f"resuming: {len(plan.points) - len(todo)} of {len(plan.points)} points already have "
                       f"{settings.repeats} repeats in {csv_path} (same code, warm-up; --fresh re-measures them)")
+    begun = sum(1 for _, done in todo if any(done.values()))
+    if begun:
+        console.print(f"resuming: {begun} of {len(todo)} points left go on from the repeats their variants have "
+                      f"in {csv_path}")
     if not todo:
         return 0
     monitor = _gpu_monitor(plan.backend)

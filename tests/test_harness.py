@@ -192,6 +192,7 @@ def test_an_interrupted_point_keeps_its_finished_variants_and_resumes_with_the_r
     ran.clear()
     assert harness.sweep(plan, settings(tmp_path)) == 0
     assert ran == ["twice", "twice"]  # its warm-up and its missing repeat: plain is not run again
+    assert "1 of 1 points left go on from the repeats" in " ".join(capsys.readouterr().err.split())
     df = pd.read_csv(tmp_path / "fake.csv")
     assert sorted(zip(df["variant"], df["repeat"])) == [("plain", 0), ("plain", 1), ("twice", 0), ("twice", 1)]
     assert df["group"].nunique() == 2  # the resumed repeat is paired with nothing of the first run

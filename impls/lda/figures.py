@@ -381,7 +381,7 @@ def _speedup(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str) 
     ax.set_ylabel("Speed-up over Algorithm 1 (time ratio)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)  # beside: no point hidden
     summary = speedup_summary(df)
     window = "; ".join(
         f"{precision} {variant} {_ratio(row.window_median)} over {row.window_k} K"

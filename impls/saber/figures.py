@@ -182,7 +182,7 @@ def _memory_figure(rows: pd.DataFrame, setting: dict, meta: dict, outdir: Path) 
            ylabel="GB (10^9 bytes)")
     ax.set_title(f"Table 2: memory by array, {stage} (" + ", ".join(f"{k}={v}" for k, v in setting.items()) + ")",
                  fontsize=10)
-    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)  # beside: no bar hidden
     ax.grid(alpha=0.3, axis="y")
     return save(fig, outdir, setting_stem("table2-memory-by-k", setting),
                 caption(meta, rows) + "\nbytes of the arrays the run allocated (median over repeats); A dense is "
