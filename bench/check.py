@@ -403,7 +403,8 @@ def summary(result: pd.DataFrame, allow_missing: bool = False) -> str:
     counts = result["verdict"].value_counts().to_dict()
     code = exit_code(result, allow_missing)
     # Three repeats a side are too few for the test: a timing's noise alone can pass the threshold.
-    untested = int(((result["verdict"] == "SLOWER") & result["p_value"].isna()).sum())
-    hint = (f" ({untested} SLOWER by the threshold alone, too few repeats for the test: measure more repeats, "
-            "or raise --threshold to this machine's noise)") if untested else ""
+    untested = int((result["verdict"].isin(["SLOWER", "WORSE"]) & result["p_value"].isna()
+                    & (result["against"] != "")).sum())  # (a tolerance row runs no test at all)
+    hint = (f" ({untested} SLOWER or WORSE by the threshold alone, too few repeats for the test: measure more "
+            "repeats, or raise --threshold to this machine's noise)") if untested else ""
     return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + (" -> regression" if code else "") + hint

@@ -151,7 +151,8 @@ def recorded_argv(argv: list[str]) -> list[str]:
     (`python -m bench` gives __main__.py's path), and the folders it wrote to as DIR: the
     record lies in that folder, and another machine's folders tell a reader nothing."""
     argv = list(argv)
-    if argv and Path(argv[0]).name == "__main__.py" and Path(argv[0]).parent.name == "bench":
+    if argv and (Path(argv[0]).name == "bench" or Path(argv[0]).name == "__main__.py"
+                 and Path(argv[0]).parent.name == "bench"):
         argv[0] = "bench"
     recorded = argv[:1]
     for previous, arg in zip(argv, argv[1:]):

@@ -20,7 +20,7 @@ import sys
 import time
 import traceback
 import uuid
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -284,19 +284,29 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
                 measured = repeat + 1 - first_repeat
                 if repeat + 1 < settings.repeats:
                     continue
+                # A variant resumed for its last repeat has one sample here: its noise is not this run's.
+                judged = [s for name, s in seconds.items() if len(s) > 1 or not done.get(name)]
                 if (settings.max_noise is None or measured >= settings.max_repeats
                         or time.monotonic() - started > settings.budget_s
-                        or max(_noise(s) for s in seconds.values()) < settings.max_noise):
+                        or max(map(_noise, judged), default=0.0) < settings.max_noise):
                     break
     finally:
-        if rows:
-            hygiene = {"load_1m": os.getloadavg()[0], **(monitor.summary() if monitor else {})}
-            for row in rows:
-                s = seconds[row["variant"]]
-                row["cv"] = statistics.stdev(s) / statistics.fmean(s) if len(s) > 1 else None
-                row.update({k: v for k, v in hygiene.items() if k in results.HYGIENE})
-            if keep:
-                keep(rows, series)
+        # A second Ctrl-C (or the budget's alarm) waits until what was measured is kept.
+        interrupting = sys.exc_info()[1]
+        try:
+            with interrupts_deferred():
+                if rows:
+                    hygiene = {"load_1m": os.getloadavg()[0], **(monitor.summary() if monitor else {})}
+                    for row in rows:
+                        s = seconds[row["variant"]]
+                        row["cv"] = statistics.stdev(s) / statistics.fmean(s) if len(s) > 1 else None
+                        row.update({k: v for k, v in hygiene.items() if k in results.HYGIENE})
+                    if keep:
+                        keep(rows, series)
+        except Exception as error:
+            if interrupting is None:
+                raise
+            console.print(f"[red]what was measured of this point could not be kept[/]: {error}")
     return rows, series
 
 
@@ -332,7 +342,24 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
 
 
-INTERRUPTS = {signal.SIGINT, signal.SIGTERM, signal.SIGALRM}
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM)
+
+
+@contextmanager
+def interrupts_deferred():
+    """The INTERRUPTS that arrive within the block are raised as it ends. Python runs a
+    signal's handler in the main thread whichever thread the OS handed it to, so a handler
+    that holds it works where a thread's signal mask would not (numba's and CuPy's threads,
+    which block nothing, take a Ctrl-C sent to the process)."""
+    held = []
+    handlers = {number: signal.signal(number, lambda number, frame: held.append(number)) for number in INTERRUPTS}
+    try:
+        yield
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)  # (None: not set from Python)
+        for number in dict.fromkeys(held):
+            signal.raise_signal(number)  # to the handler it had (an enclosing block's holds it again)
 
 
 class Stop(Exception):
@@ -433,15 +460,14 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                 nonlocal written, kept
                 stamp = {"warmup": settings.warmup, "group": uuid.uuid4().hex[:12], "run_id": run_id,
                          "code_version": code, "timestamp": now(), "machine": machine}
-                # A point's series and rows are written together: an interrupt waits until both are.
-                blocked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
-                try:
+                # A point's series and rows are written together, and known written, before an
+                # interrupt that came meanwhile is raised.
+                with interrupts_deferred():
+                    others = _size(csv_path) != written  # another process appended: read again before the next point
                     results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
                     results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
-                finally:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-                written = _size(csv_path)
-                kept = {row["variant"] for row in rows}
+                    written = -1 if others else _size(csv_path)
+                    kept = {row["variant"] for row in rows}
 
             for point, first in todo:
                 if not claims.take(point):

@@ -163,8 +163,9 @@ def build(selected: list[tuple[Suite, Recipe]], profile: str, backend: str, resu
 
 class Estimator:
     """Expected wall time of a point, from a machine type's earlier results: the time between
-    the point's row and the one before it in the same run (the whole point: its set-up, the
-    warm-ups and the repeats), scaled to the repeats asked for; the mean over runs."""
+    the point's rows and the ones before them in the same run (the whole point: its set-up, the
+    warm-ups and the repeats) per run of one variant, times the runs left to measure (those a
+    variant already has left out); the mean over runs."""
 
     def __init__(self, directory: Path | None):
         self.directory = directory
@@ -187,14 +188,15 @@ class Estimator:
             return pd.Series(dtype=float)
         df = df.assign(time=pd.to_datetime(df["timestamp"], utc=True, format="ISO8601"))
         points = df.groupby("group").agg(run_id=("run_id", "first"), time=("time", "first"),
-                                         warmup=("warmup", "first"), repeats=("repeat", "nunique"),
-                                         **{k: (k, "first") for k in keys})
+                                         warmup=("warmup", "first"), runs=("variant", "size"),
+                                         variants=("variant", "nunique"), **{k: (k, "first") for k in keys})
         points = points.sort_values("time")
         started = points["run_id"].map(lambda r: runs.get(r, {}).get("timestamp"))
         previous = points.groupby("run_id")["time"].shift()
         previous = previous.fillna(pd.to_datetime(started, utc=True, format="ISO8601", errors="coerce"))
         seconds = (points["time"] - previous).dt.total_seconds()
-        per_run = seconds / (points["warmup"] + points["repeats"])  # per warm-up or repeat
+        # per run of one variant, warm-up or repeat (a resumed point's group holds some variants only)
+        per_run = seconds / (points["runs"] + points["warmup"] * points["variants"])
         key = points[keys].astype(str).agg("|".join, axis=1)
         # Timestamps are whole seconds: a short point's gap is 0 or 1; the mean of them is unbiased.
         return per_run[seconds.notna()].groupby(key[seconds.notna()]).mean()
@@ -207,11 +209,8 @@ class Estimator:
         key = "|".join(results.as_text(point[k]) for k in keys)
         if key not in walls.index:
             return None
-        # A point's wall covers all its variants; a variant measured earlier takes none of it.
-        variants = [name for name, _ in job.plan.variants_at(point)]
-        left = [job.settings.repeats - done.get(name, 0) for name in variants]
-        runs = sum(max(0, n) for n in left) + job.settings.warmup * sum(n > 0 for n in left)
-        return float(walls[key]) * runs / len(variants)
+        left = [job.settings.repeats - done.get(name, 0) for name, _ in job.plan.variants_at(point)]
+        return float(walls[key]) * (sum(max(0, n) for n in left) + job.settings.warmup * sum(n > 0 for n in left))
 
 
 def describe(jobs: list[Job], estimator: Estimator, machine: Machine, profile: str) -> tuple[list[str], float, int]:

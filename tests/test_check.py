@@ -344,7 +344,7 @@ def test_too_few_repeats_for_the_test_fall_back_to_the_threshold():
     assert set(alg4["verdict"]) == {"SLOWER"} and alg4["p_value"].isna().all()
     assert exit_code(result) == 1
     assert "too few" in render_markdown(result)
-    assert "SLOWER by the threshold alone, too few repeats for the test" in summary(result)
+    assert "SLOWER or WORSE by the threshold alone, too few repeats for the test" in summary(result)
     assert "threshold alone" not in summary(compare(results({"alg4": 1.2}, seed=2), results(few, seed=1), SCHEMA))
     same = compare(results(few, seed=3).query("repeat < 3"), base, SCHEMA)
     assert set(same["verdict"]) == {"SAME"}  # small noise stays below the threshold

@@ -198,6 +198,53 @@ def test_an_interrupted_point_keeps_its_finished_variants_and_resumes_with_the_r
     assert df["group"].nunique() == 2  # the resumed repeat is paired with nothing of the first run
 
 
+def test_an_interrupt_during_the_write_comes_after_the_rows_are_known_kept(tmp_path, monkeypatch, capsys):
+    import os
+    import signal
+
+    real_append = results.append_rows
+
+    def append_then_interrupt(path, rows, columns):
+        real_append(path, rows, columns)
+        if path.name == "fake.csv":
+            os.kill(os.getpid(), signal.SIGINT)  # held until the rows are written and counted
+
+    monkeypatch.setattr(results, "append_rows", append_then_interrupt)
+    assert harness.sweep(harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu"), settings(tmp_path)) == 130
+    assert len(pd.read_csv(tmp_path / "fake.csv")) == 4
+    said = " ".join(capsys.readouterr().err.split())
+    assert "(and plain, twice of the one in progress) and kept" in said, said[-300:]
+
+
+def test_rows_that_cannot_be_kept_leave_the_interrupt_as_it_was(tmp_path, capsys):
+    plan = harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu")
+    calls = []
+
+    def keep(rows, series):
+        calls.append(len(rows))
+        raise OSError("disk full")
+
+    class Interrupting(type(FAKE)):
+        def run(self, workload, variant, ctx):
+            if variant == "twice":
+                raise KeyboardInterrupt
+            return super().run(workload, variant, ctx)
+
+    interrupting = harness.plan(Interrupting(), {"n": "64", "method": "vector"}, "cpu")
+    with pytest.raises(KeyboardInterrupt):
+        harness.measure_point(interrupting, interrupting.points[0], settings(tmp_path, warmup=0), keep=keep)
+    assert calls == [1] and "could not be kept: disk full" in " ".join(capsys.readouterr().err.split())
+    with pytest.raises(OSError):  # not interrupted: the failure is the error
+        harness.measure_point(plan, plan.points[0], settings(tmp_path, warmup=0), keep=keep)
+
+
+def test_a_resumed_variant_is_not_held_to_the_noise_rule_by_its_one_new_repeat(tmp_path):
+    plan = harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu")
+    rows, _ = harness.measure_point(plan, plan.points[0], settings(tmp_path, warmup=0, max_noise=0.99, budget_s=60),
+                                    done={"plain": 1})
+    assert sorted((r["variant"], r["repeat"]) for r in rows) == [("plain", 1), ("twice", 0), ("twice", 1)]
+
+
 def test_an_interrupt_before_any_point_names_no_file(tmp_path, monkeypatch, capsys):
     def interrupt(*args, **kw):
         raise KeyboardInterrupt

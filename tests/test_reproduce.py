@@ -178,3 +178,15 @@ def test_every_suite_is_gated_on_the_cpu_and_on_a_gpu():
                         if role["gate"] == "tolerance"] for name in names}
     assert tolerance["sumrv"] == ["max_rel_error"] and tolerance["saber-fit"] == ["final_loglik"]
     assert tolerance["admodel"] == ["f_rel_error", "grad_rel_error"] and tolerance["admodel-fit"] == ["final_objective"]
+
+
+def test_the_estimate_is_per_run_of_a_variant_so_a_resumed_group_counts_alike():
+    from bench.reproduce import Estimator
+
+    rows = [("g1", "r1", "plain", "2026-01-01T00:00:20+00:00"), ("g1", "r1", "twice", "2026-01-01T00:00:20+00:00"),
+            ("g2", "r2", "twice", "2026-01-02T00:00:10+00:00")]  # g2: twice resumed alone
+    df = pd.DataFrame([{"group": g, "run_id": r, "variant": v, "timestamp": t, "warmup": 0, "repeat": 0, "n": 64}
+                       for g, r, v, t in rows])
+    runs = {"r1": {"timestamp": "2026-01-01T00:00:00+00:00"}, "r2": {"timestamp": "2026-01-02T00:00:00+00:00"}}
+    walls = Estimator._walls_of(df, ["n"], runs)
+    assert walls.to_dict() == {"64": 10.0}  # 20 s for two variants' runs, 10 s for one

@@ -270,6 +270,7 @@ def test_a_run_records_its_command_as_bench_and_its_folders_as_dir():
                                               "--out"]
     env = envinfo.collect_env(started)
     assert env["command"] == "bench sweep lda --out DIR --figures=DIR --k 64 --out" and env["argv"][0] == "bench"
+    assert envinfo.recorded_argv(["/home/me/.venv/bin/bench", "list"]) == ["bench", "list"]  # the installed command
     assert envinfo.recorded_argv(["/usr/bin/pytest", "-q"]) == ["/usr/bin/pytest", "-q"]  # not bench: as it was
 
 
