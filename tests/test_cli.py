@@ -252,6 +252,8 @@ def test_lda_sweep_check_and_figures_end_to_end(tmp_path):
     figures = bench("figures", "--results", tmp_path, "--figures", tmp_path / "figs")
     assert figures.returncode == 0, figures.stderr
     assert (tmp_path / "figs" / "machine" / "fig7a-time-vs-k-f32.png").exists()
+    report = (tmp_path / "machine" / "REPORT.md").read_text()
+    assert "| ST1 |" in report and "not measured here: no GPU runs in these results" in report  # a GPU claim
 
 
 def test_figures_of_results_too_few_to_draw_say_so(tmp_path):
