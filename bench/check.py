@@ -343,8 +343,7 @@ def _cells(result: pd.DataFrame) -> tuple[list[str], list[list[str]], str]:
     def number(value, spec):
         return "" if pd.isna(value) else format(value, spec)
 
-    def p_text(row):  # a ratio judged without the test: too few repeats for it
-        few = pd.isna(row["p_value"]) and not pd.isna(row["change"]) and row["against"] != ""
+    def p_text(row, few):
         return "too few" if few else number(row["p_value"], ".3g")
 
     rows = [[*(str(row[k]) for k in varying), str(row["variant"]), str(row["metric"]), str(row["against"]),
@@ -352,8 +351,8 @@ def _cells(result: pd.DataFrame) -> tuple[list[str], list[list[str]], str]:
              # a value gated by tolerance is over nothing: its ratio cells would repeat base and new
              *(("", "") if row["against"] == "" else (number(row["base_ratio"], ".3f"), number(row["new_ratio"], ".3f"))),
              "" if pd.isna(row["change"]) else f"{(row['change'] - 1) * 100:+.1f}%",
-             p_text(row), f"{row['n_base']}/{row['n_new']}", row["verdict"]]
-            for row in result.to_dict("records")]
+             p_text(row, few), f"{row['n_base']}/{row['n_new']}", row["verdict"]]
+            for row, few in zip(result.to_dict("records"), _without_test(result))]
     return header, rows, constant
 
 
@@ -399,12 +398,17 @@ def render_json(results: list[pd.DataFrame], missing: list[str] = ()) -> str:
                                   for result in results], "missing": list(missing)}, indent=1)
 
 
+def _without_test(result: pd.DataFrame) -> pd.Series:
+    """The rows whose ratio was judged by the threshold alone: too few repeats for the test
+    ("too few" in the p column; a tolerance row, over nothing, runs no test at all)."""
+    return result["p_value"].isna() & result["change"].notna() & (result["against"] != "")
+
+
 def summary(result: pd.DataFrame, allow_missing: bool = False) -> str:
     counts = result["verdict"].value_counts().to_dict()
     code = exit_code(result, allow_missing)
     # Three repeats a side are too few for the test: a timing's noise alone can pass the threshold.
-    untested = int((result["verdict"].isin(["SLOWER", "WORSE"]) & result["p_value"].isna()
-                    & (result["against"] != "")).sum())  # (a tolerance row runs no test at all)
+    untested = int((result["verdict"].isin(["SLOWER", "WORSE"]) & _without_test(result)).sum())
     hint = (f" ({untested} SLOWER or WORSE by the threshold alone, too few repeats for the test: measure more "
             "repeats, or raise --threshold to this machine's noise)") if untested else ""
     return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + (" -> regression" if code else "") + hint

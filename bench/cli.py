@@ -632,10 +632,10 @@ def data_info(
     table.add_column("statistic")
     table.add_column("value", justify="right")
     for key, value in corpus.stats().items():
+        text = f"{value:,.4g}" if isinstance(value, float) else f"{value:,}"
         if key == "zipf_exponent" and math.isnan(value):
-            value = "n/a: too few words used to fit"  # (Corpus.zipf_exponent)
-        table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int)
-                      else value)
+            text = "n/a: too few words used to fit"  # (Corpus.zipf_exponent)
+        table.add_row(key, text)
     out.print(table)
 
 

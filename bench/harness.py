@@ -220,8 +220,8 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
     settings.repeats (more while noisy). done: the repeats each variant already has, from an
     earlier run; a variant is measured only from there. keep(rows, series), where given, takes
     the rows once the point is measured, and those measured so far where it is interrupted
-    or fails: a variant that finished (a training run of minutes) is not measured again.
-    status(text) hears which variant runs."""
+    or fails, with interrupts deferred (a variant that finished, a training run of minutes, is
+    not measured again). status(text) hears which variant runs."""
     suite, backend = plan.suite, plan.backend
     done = done or {}
     variants = [(name, device) for name, device in plan.variants_at(point)
@@ -457,36 +457,35 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
         with own_bar or nullcontext():
             bar, task = (own_bar, own_bar.add_task("starting", total=len(todo))) if own_bar else progress
             def keep(rows, series):
+                # measure_point calls it with interrupts deferred: a point's series and rows are
+                # written together, and known written, before an interrupt that came meanwhile.
                 nonlocal written, kept
                 stamp = {"warmup": settings.warmup, "group": uuid.uuid4().hex[:12], "run_id": run_id,
                          "code_version": code, "timestamp": now(), "machine": machine}
-                # A point's series and rows are written together, and known written, before an
-                # interrupt that came meanwhile is raised.
-                with interrupts_deferred():
-                    others = _size(csv_path) != written  # another process appended: read again before the next point
-                    results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
-                    results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
-                    written = -1 if others else _size(csv_path)
-                    kept = {row["variant"] for row in rows}
+                others = _size(csv_path) != written  # another process appended: read again before the next point
+                results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
+                results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
+                written = -1 if others else _size(csv_path)
+                kept = {row["variant"] for row in rows}
 
-            for point, first in todo:
+            for point, had in todo:
                 if not claims.take(point):
                     elsewhere += 1  # another process is measuring it
                     bar.advance(task)
                     continue
                 if not settings.fresh and _size(csv_path) != written:
                     # Another process wrote rows since this one made its list: this point may be among them.
-                    first = results.repeats_done(results.measured_repeats(csv_path, schema, code, settings.warmup),
-                                                 point, [name for name, _ in plan.variants_at(point)])
+                    had = results.repeats_done(results.measured_repeats(csv_path, schema, code, settings.warmup),
+                                               point, [name for name, _ in plan.variants_at(point)])
                     written = _size(csv_path)
-                    if min(first.values(), default=0) >= settings.repeats:
+                    if min(had.values(), default=0) >= settings.repeats:
                         bar.advance(task)
                         continue
                 if before_point:
                     before_point(point, len(todo) - done)
                 description = label + describe(point)
                 bar.update(task, description=description)
-                measure_point(plan, point, settings, first, keep,
+                measure_point(plan, point, settings, had, keep,
                               lambda text: bar.update(task, description=f"{description}: {text}"))
                 kept = set()  # the point is whole
                 done += 1

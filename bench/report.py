@@ -22,7 +22,7 @@ from bench import ceilings
 from bench.check import detection_table
 from bench.corpus.entries import catalogue
 from bench.errors import BenchError
-from bench.recipes import FOLDERS
+from bench.recipes import FOLDERS, PROFILES
 from bench.results import key_columns, latest_code, load, read_csv, schema_for
 
 REPORT = "REPORT.md"
@@ -107,30 +107,30 @@ def _files(figures_dir: Path, stems: tuple[str, ...], datasets: set[str] | None 
     per dataset, only datasets' (None: any)."""
     if not figures_dir.is_dir():
         return []
-    return sorted(p for p in figures_dir.iterdir()
-                  if p.suffix in (".png", ".md") and any(p.name.startswith(stem) for stem in stems)
-                  and (datasets is None or _dataset_of(p.stem) in (None, *datasets)))
+    files = [p for p in figures_dir.iterdir()
+             if p.suffix in (".png", ".md") and any(p.name.startswith(stem) for stem in stems)]
+    if datasets is not None:
+        names = list(catalogue())  # (read once: catalogue() parses the file on every call)
+        files = [p for p in files if _dataset_of(p.stem, names) in (None, *datasets)]
+    return sorted(files)
 
 
-def _dataset_of(stem: str) -> str | None:
+def _dataset_of(stem: str, names: list[str]) -> str | None:
     """The corpus a figure was drawn for (setting_stem's ...-dataset-<name>-...): the longest
-    catalogue name there, so that kos-synth is not taken for kos."""
-    names = [name for name in catalogue() if re.search(f"-dataset-{re.escape(name)}(-|$)", stem)]
-    return max(names, key=len) if names else None
+    of the catalogue's names there, so that kos-synth is not taken for kos."""
+    found = [name for name in names if re.search(f"-dataset-{re.escape(name)}(-|$)", stem)]
+    return max(found, key=len) if found else None
 
 
 def _datasets(recipe) -> set[str] | None:
-    """Every corpus a recipe's sweeps name, in any profile; None where one takes its suite's default."""
+    """Every corpus a recipe's sweeps name, in any profile whose results are drawn; None where
+    one takes its suite's default."""
     named = set()
     for sweep in recipe.sweeps:
-        for profile in ("cpu", "quick", "paper"):
-            for backend in ("cpu", "gpu"):
-                specs = sweep.specs(profile, backend)
-                if specs is None:
-                    continue
-                if "dataset" not in specs:
-                    return None
-                named.update(specs["dataset"].split(","))
+        for specs in filter(None, (sweep.specs(profile) for profile in PROFILES if profile not in FOLDERS)):
+            if "dataset" not in specs:
+                return None
+            named.update(specs["dataset"].split(","))
     return named
 
 
