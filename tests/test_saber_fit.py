@@ -64,6 +64,30 @@ def test_the_evaluator_is_its_numpy_reference():
                                                                        rel=1e-12)
 
 
+@pytest.mark.parametrize("topics", [1, 7, 300])
+def test_the_evaluators_whole_array_form_is_its_loop(nytimes, topics):
+    """fold_in, the form the GPU runs (there with CuPy), here with numpy and scipy.sparse: the
+    numba loop's value on a corpus of real shape, at a K that leaves a partial block of rows."""
+    import scipy.sparse
+
+    corpus, held = nytimes
+    evaluation, rows = heldout.compact(held)
+    phi = heldout.phi_of(np.random.default_rng(topics).integers(0, 20, size=(corpus.vocab_size, topics)), 0.01, rows)
+    loop = heldout.log_likelihood(evaluation, phi, 0.3, 10)
+    assert heldout.fold_in(np, scipy.sparse, evaluation, phi, 0.3, 10) == pytest.approx(loop, rel=1e-12)
+
+
+def test_the_evaluators_whole_array_form_takes_empty_halves():
+    """Documents of one token (one half of each empty) and of none, as the loop takes them."""
+    import scipy.sparse
+
+    phi = heldout.phi_of(np.random.default_rng(6).integers(0, 9, size=(50, 3)), 0.01)
+    for held in (heldout.split(_stub(500, length=1)), heldout.split(_stub(500, length=3))):
+        assert heldout.fold_in(np, scipy.sparse, held, phi, 0.5) == pytest.approx(
+            heldout.log_likelihood(held, phi, 0.5), rel=1e-12)
+    assert np.isnan(heldout.fold_in(np, scipy.sparse, heldout.split(_stub(30, length=0)), phi, 0.5))
+
+
 def test_the_evaluator_on_the_held_out_words_alone_scores_what_it_scores_on_all(nytimes):
     """heldout.compact: phi's rows of the words the held-out documents use, from B, and the
     generating model's, give the full evaluation's values."""

@@ -54,6 +54,7 @@ class FitWorkload:
     eval_every: int
     alpha: float
     text: dict  # the corpus's text statistics (Corpus.text_stats)
+    gpu_evaluator: bool  # every system's evaluation on the GPU (_evaluates_on_gpu)
     final_topic_js: float = float("nan")  # the trained topics' separation, at the last evaluation
 
 
@@ -64,7 +65,7 @@ def _evaluation(work: FitWorkload):
     def observe(iteration: int, b) -> dict:
         if iteration % work.eval_every and iteration != work.train.iterations:
             return {}
-        phi = heldout.phi_of(b, float(model.BETA), work.rows)
+        phi = heldout.phi_of(b, float(model.BETA), work.rows, gpu=work.gpu_evaluator)
         if iteration == work.train.iterations:  # untimed, as every evaluation
             work.final_topic_js = heldout.topic_separation(b, float(model.BETA))
         return {"loglik": heldout.log_likelihood(work.evaluation, phi, work.alpha)}
@@ -130,6 +131,8 @@ class SaberFitSuite(Suite):
         Metric("graphed", "", help="our GPU systems: 1 where the iterations were replayed as a CUDA graph (saber's "
                "axis graphs, whose default saber-fit takes: one GPU, resident, one chunk)"),
         Metric("evaluated_tokens", "", help="tokens of the held-out documents' evaluated halves"),
+        Metric("evaluated_on_gpu", "", help="1 where the held-out evaluation ran on the GPU (heldout.fold_in), 0 on "
+               "every core"),
         Metric("loglik", "nats/token", better="higher", per="iteration",
                help="held-out log-likelihood per token after the iteration"),
         Metric("kd_mean", "", per="iteration", help="saber: mean non-zeros per row of A after the iteration"),
@@ -166,7 +169,7 @@ class SaberFitSuite(Suite):
             ceiling = heldout.ceiling(evaluation)
             true_phi = heldout.generating_phi(evaluation)
         return FitWorkload(train, held, evaluation, rows, ceiling, true_phi, point["eval_every"], alpha,
-                           _text_stats(point["dataset"], point["scale"]))
+                           _text_stats(point["dataset"], point["scale"]), _evaluates_on_gpu(point, evaluation))
 
     def run(self, work: FitWorkload, variant: str, ctx) -> dict:
         ours = {}  # our systems' metrics (graphed)
@@ -188,7 +191,8 @@ class SaberFitSuite(Suite):
                 "heldout_gap": last["loglik"] - first["loglik"], "topic_js": work.final_topic_js,
                 "final_topics_per_document": last.get("kd_mean"), **work.text, "ceiling": work.ceiling,
                 "true_phi_loglik": work.true_phi_loglik, "heldout_documents": work.held.evaluated.num_docs,
-                "evaluated_tokens": work.held.evaluated.num_tokens, "graphed": ours.get("graphed")}
+                "evaluated_tokens": work.held.evaluated.num_tokens, "evaluated_on_gpu": int(work.gpu_evaluator),
+                "graphed": ours.get("graphed")}
 
     def skip_variant(self, point: dict, variant: str) -> str | None:
         if point.get("gpus", 1) > 1 and variant not in ("G4", "G0", "delayed-gibbs"):
@@ -202,6 +206,17 @@ class SaberFitSuite(Suite):
         from impls.saber import figures  # matplotlib: loaded only to draw
 
         return figures.render_fit(df, series, meta, outdir)
+
+
+def _evaluates_on_gpu(point: dict, evaluation: HeldOut) -> bool:
+    """A GPU run evaluates every system on the GPU (heldout.fold_in: the same fixed point, summed
+    in another order) where the evaluation takes at most a quarter of the memory that the loaded
+    corpus leaves (the model comes later); else on every core, as a CPU run does."""
+    if point["backend"] != "gpu":
+        return False
+    import cupy
+
+    return heldout.gpu_bytes(evaluation, point["K"]) <= cupy.cuda.runtime.memGetInfo()[0] / 4
 
 
 @model.latest_only

@@ -10,7 +10,8 @@ theta is estimated from its observed half by FOLD_IN_ITERATIONS fixed-point iter
 uniform, theta_k ∝ alpha + the expected count of topic k among the observed tokens (alpha as
 a pseudo-count, which stays positive for alpha < 1), the same for every system; the score is
 the mean over the evaluated half's tokens of log sum_k theta_dk phi_vk. The ceiling on a
-synthetic corpus is the same mean under the generating theta and phi.
+synthetic corpus is the same mean under the generating theta and phi. It runs on every core
+(numba), or on the GPU (fold_in, CuPy) where a GPU run's phi fits beside the training.
 """
 
 import dataclasses
@@ -26,6 +27,7 @@ from impls.saber.model import alpha_of
 HELDOUT_DOCUMENTS = 1000
 FOLD_IN_ITERATIONS = 50
 SPLIT_SEED = 20090614  # Wallach et al., ICML 2009
+PAIR_BLOCK_BYTES = 1 << 28  # fold_in gathers rows of phi and of theta for this many bytes of pairs at a time
 
 
 def split(corpus: Corpus, documents: int = HELDOUT_DOCUMENTS) -> HeldOut:
@@ -51,17 +53,30 @@ def compact(held: HeldOut) -> tuple[HeldOut, np.ndarray]:
     return HeldOut(held.train, part(observed, renumbered[:first]), part(evaluated, renumbered[first:])), rows
 
 
-def phi_of(b, beta: float, rows: np.ndarray | None = None) -> np.ndarray:
-    """phi [V, K], or its `rows`, in float64 from the counts B [V, K] (any integer type), on
-    the host or a GPU: from a GPU only n_k and those rows are copied."""
+def phi_of(b, beta: float, rows: np.ndarray | None = None, gpu: bool = False):
+    """phi [V, K], or its `rows`, in float64 from the counts B [V, K] (any integer type) on the
+    host or a GPU: on the host (from a GPU only n_k and those rows are copied), or on the GPU
+    for its evaluator (gpu; from the host those rows are copied)."""
     index = rows
     if rows is not None and hasattr(b, "get"):
         import cupy
 
         index = cupy.asarray(rows)
-    totals = to_host(b.sum(axis=0, dtype=np.int64)).astype(np.float64)
-    picked = to_host(b if rows is None else b[index]).astype(np.float64)
+    if gpu:
+        import cupy
+
+        move = cupy.asarray
+    else:
+        move = to_host
+    totals = move(b.sum(axis=0, dtype=np.int64)).astype(np.float64)
+    picked = move(b if rows is None else b[index]).astype(np.float64)
     return (picked + beta) / (totals + b.shape[0] * beta)
+
+
+def gpu_bytes(held: HeldOut, topics: int) -> int:
+    """About the most GPU memory an evaluation on the GPU holds at once (its words' rows of phi
+    and of B, theta and its updates, a block of gathered rows): what must fit beside training."""
+    return 24 * held.observed.vocab_size * topics + 5 * 8 * held.observed.num_docs * topics + 3 * PAIR_BLOCK_BYTES
 
 
 SEPARATION_TOPICS = 64  # topics drawn for topic_separation: every pair of them (2016)
@@ -87,12 +102,49 @@ def topic_separation(b, beta: float, topics: int = SEPARATION_TOPICS) -> float:
     return float(np.concatenate(divergences).mean()) if divergences else float("nan")
 
 
-def log_likelihood(held: HeldOut, phi: np.ndarray, alpha: float, iterations: int = FOLD_IN_ITERATIONS) -> float:
-    """The mean log-likelihood per evaluated token, theta folded in from the observed half."""
+def log_likelihood(held: HeldOut, phi, alpha: float, iterations: int = FOLD_IN_ITERATIONS) -> float:
+    """The mean log-likelihood per evaluated token, theta folded in from the observed half: on
+    every core (numba) for phi on the host, by fold_in on the GPU for phi there."""
+    if hasattr(phi, "get"):
+        import cupy
+        import cupyx.scipy.sparse
+
+        return fold_in(cupy, cupyx.scipy.sparse, held, phi, alpha, iterations)
     per_document = np.empty(held.observed.num_docs)
     _fold_in_log_likelihood(np.ascontiguousarray(phi, np.float64), float(alpha), iterations,
                             *_distinct_words(held.observed), *_distinct_words(held.evaluated), per_document)
-    return _mean(per_document, held.evaluated.num_tokens)
+    return _mean(per_document.sum(), held.evaluated.num_tokens)
+
+
+def fold_in(xp, sparse, held: HeldOut, phi, alpha: float, iterations: int = FOLD_IN_ITERATIONS) -> float:
+    """The evaluator as whole-array operations of the array module xp and its sparse module
+    (CuPy and cupyx.scipy.sparse on a GPU; numpy and scipy.sparse check it on the CPU), every
+    held-out document at once: with C [documents, words] the observed halves' counts, an
+    iteration is theta <- alpha + theta * ((C / (theta phi^T at C's entries)) phi), normalised
+    by row. The numba loop's sums, in another order."""
+    documents, words = held.observed.num_docs, phi.shape[0]
+
+    def pairs(corpus: Corpus):
+        ptr, word, count = _distinct_words(corpus)
+        document = np.repeat(np.arange(corpus.num_docs, dtype=np.int32), np.diff(ptr))
+        return xp.asarray(ptr.astype(np.int32)), xp.asarray(word), xp.asarray(count), xp.asarray(document)
+
+    def dots(theta, word, document):  # phi[word_i] . theta[document_i] for every pair, a block at a time
+        out = xp.empty(word.size)
+        block = max(1, PAIR_BLOCK_BYTES // (8 * phi.shape[1]))
+        for begin in range(0, word.size, block):
+            end = begin + block
+            out[begin:end] = (phi[word[begin:end]] * theta[document[begin:end]]).sum(axis=1)
+        return out
+
+    ptr, word, count, document = pairs(held.observed)
+    theta = xp.full((documents, phi.shape[1]), 1.0 / phi.shape[1])
+    for _ in range(iterations if word.size else 0):  # no observed word: theta stays uniform
+        scaled = sparse.csr_matrix((count / dots(theta, word, document), word, ptr), shape=(documents, words))
+        expected = alpha + theta * (scaled @ phi)
+        theta = expected / expected.sum(axis=1, keepdims=True)
+    _, word, count, document = pairs(held.evaluated)
+    return _mean(float((count * xp.log(dots(theta, word, document))).sum()), held.evaluated.num_tokens)
 
 
 def _distinct_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -105,8 +157,8 @@ def _distinct_words(corpus: Corpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return ptr, (pairs % corpus.vocab_size).astype(np.int32), counts.astype(np.float64)
 
 
-def _mean(per_document: np.ndarray, tokens: int) -> float:
-    return float(per_document.sum() / tokens) if tokens else float("nan")
+def _mean(total: float, tokens: int) -> float:
+    return float(total / tokens) if tokens else float("nan")
 
 
 def ceiling(held: HeldOut) -> float:
@@ -116,7 +168,7 @@ def ceiling(held: HeldOut) -> float:
     _log_likelihood_given_theta(np.ascontiguousarray(evaluated.true_phi, np.float64),
                                 np.ascontiguousarray(evaluated.true_theta, np.float64), evaluated.doc_ptr,
                                 evaluated.words, per_document)
-    return _mean(per_document, evaluated.num_tokens)
+    return _mean(per_document.sum(), evaluated.num_tokens)
 
 
 def generating_phi(held: HeldOut) -> float:
@@ -128,7 +180,7 @@ def generating_phi(held: HeldOut) -> float:
 
 
 # Reassociation lets the sum vectorize: the evaluation 2.6-2.9x faster at K = 1000-5000, the
-# log-likelihood moved by ~1e-16 of itself (the CPU evaluates every system, GPU ones too).
+# log-likelihood moved by ~1e-16 of itself.
 @numba.njit(fastmath={"reassoc", "contract"}, cache=True)
 def _dot(x, y):
     total = 0.0
