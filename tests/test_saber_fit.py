@@ -65,11 +65,12 @@ def test_the_evaluator_is_its_numpy_reference():
 
 
 @pytest.mark.parametrize("topics", [1, 7, 300])
-def test_the_evaluators_whole_array_form_is_its_loop(nytimes, topics):
+def test_the_evaluators_whole_array_form_is_its_loop(nytimes, topics, monkeypatch):
     """fold_in, the form the GPU runs (there with CuPy), here with numpy and scipy.sparse: the
-    numba loop's value on a corpus of real shape, at a K that leaves a partial block of rows."""
+    numba loop's value on a corpus of real shape, its pairs gathered in many blocks."""
     import scipy.sparse
 
+    monkeypatch.setattr(heldout, "PAIR_BLOCK_BYTES", 1 << 18)
     corpus, held = nytimes
     evaluation, rows = heldout.compact(held)
     phi = heldout.phi_of(np.random.default_rng(topics).integers(0, 20, size=(corpus.vocab_size, topics)), 0.01, rows)

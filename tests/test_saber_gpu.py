@@ -304,10 +304,9 @@ def test_saber_fit_on_the_gpu_scores_what_its_twin_on_the_cpu_scores(system, twi
         with ctx.timed():
             SUITE.run(work, variant, ctx)
         curves[variant] = [(row["iteration"], row["loglik"]) for row in ctx.series if "loglik" in row]
-    assert [iteration for iteration, _ in curves[system]] == [0, 2, 4]
-    # Both evaluated on the GPU (a GPU run's): equal counts give equal values, up to the order of
-    # cuSPARSE's sums; one topic drawn otherwise would move them by far more.
-    assert curves[system] == pytest.approx(curves[twin], rel=1e-12)
+    assert [iteration for iteration, _ in curves[system]] == [0, 2, 4] == [iteration for iteration, _ in curves[twin]]
+    # Both evaluated on the GPU (a GPU run's), by the same code on the same counts.
+    assert [value for _, value in curves[system]] == [value for _, value in curves[twin]]
 
 
 @pytest.mark.parametrize("topics", [1, 333])

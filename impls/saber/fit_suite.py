@@ -65,10 +65,10 @@ def _evaluation(work: FitWorkload):
     def observe(iteration: int, b) -> dict:
         if iteration % work.eval_every and iteration != work.train.iterations:
             return {}
-        phi = heldout.phi_of(b, float(model.BETA), work.rows, gpu=work.gpu_evaluator)
         if iteration == work.train.iterations:  # untimed, as every evaluation
             work.final_topic_js = heldout.topic_separation(b, float(model.BETA))
-        return {"loglik": heldout.log_likelihood(work.evaluation, phi, work.alpha)}
+        return {"loglik": heldout.evaluate(work.evaluation, b, float(model.BETA), work.rows, work.alpha,
+                                           work.gpu_evaluator)}
 
     return observe
 
@@ -210,12 +210,14 @@ class SaberFitSuite(Suite):
 
 def _evaluates_on_gpu(point: dict, evaluation: HeldOut) -> bool:
     """A GPU run evaluates every system on the GPU (heldout.fold_in: the same fixed point, summed
-    in another order) where the evaluation takes at most a quarter of the memory that the loaded
-    corpus leaves (the model comes later); else on every core, as a CPU run does."""
+    in another order) where the evaluation takes at most a quarter of the GPU memory free once
+    the corpus is loaded (the model, within the run's budget, comes later); else on every core,
+    as a CPU run does. Free memory counted without what CuPy's pool keeps from earlier points."""
     if point["backend"] != "gpu":
         return False
     import cupy
 
+    cupy.get_default_memory_pool().free_all_blocks()
     return heldout.gpu_bytes(evaluation, point["K"]) <= cupy.cuda.runtime.memGetInfo()[0] / 4
 
 

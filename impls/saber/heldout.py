@@ -11,7 +11,7 @@ uniform, theta_k ∝ alpha + the expected count of topic k among the observed to
 a pseudo-count, which stays positive for alpha < 1), the same for every system; the score is
 the mean over the evaluated half's tokens of log sum_k theta_dk phi_vk. The ceiling on a
 synthetic corpus is the same mean under the generating theta and phi. It runs on every core
-(numba), or on the GPU (fold_in, CuPy) where a GPU run's phi fits beside the training.
+(numba), or on the GPU (fold_in, CuPy) in a memory pool of its own (evaluate).
 """
 
 import dataclasses
@@ -74,9 +74,26 @@ def phi_of(b, beta: float, rows: np.ndarray | None = None, gpu: bool = False):
 
 
 def gpu_bytes(held: HeldOut, topics: int) -> int:
-    """About the most GPU memory an evaluation on the GPU holds at once (its words' rows of phi
-    and of B, theta and its updates, a block of gathered rows): what must fit beside training."""
+    """About the most GPU memory an evaluation on the GPU holds at once: three float64 arrays of
+    its words' rows (phi_of's, then phi in both orders in fold_in), theta and its updates, and a
+    block of gathered rows with their products."""
     return 24 * held.observed.vocab_size * topics + 5 * 8 * held.observed.num_docs * topics + 3 * PAIR_BLOCK_BYTES
+
+
+def evaluate(held: HeldOut, b, beta: float, rows: np.ndarray, alpha: float, gpu: bool) -> float:
+    """log_likelihood of the phi that counts B give (phi_of's `rows`), on every core or on the
+    GPU (gpu), there from a memory pool of its own that is given back at the end: a run's
+    budget (CuPy's pool limit) and what it holds stay the training's."""
+    if not gpu:
+        return log_likelihood(held, phi_of(b, beta, rows), alpha)
+    import cupy
+
+    pool = cupy.cuda.MemoryPool()
+    try:
+        with cupy.cuda.using_allocator(pool.malloc):
+            return log_likelihood(held, phi_of(b, beta, rows, gpu=True), alpha)
+    finally:
+        pool.free_all_blocks()
 
 
 SEPARATION_TOPICS = 64  # topics drawn for topic_separation: every pair of them (2016)
@@ -139,9 +156,10 @@ def fold_in(xp, sparse, held: HeldOut, phi, alpha: float, iterations: int = FOLD
 
     ptr, word, count, document = pairs(held.observed)
     theta = xp.full((documents, phi.shape[1]), 1.0 / phi.shape[1])
+    by_column = xp.asfortranarray(phi)  # cuSPARSE's product takes it so (CuPy would copy phi every call)
     for _ in range(iterations if word.size else 0):  # no observed word: theta stays uniform
         scaled = sparse.csr_matrix((count / dots(theta, word, document), word, ptr), shape=(documents, words))
-        expected = alpha + theta * (scaled @ phi)
+        expected = alpha + theta * (scaled @ by_column)
         theta = expected / expected.sum(axis=1, keepdims=True)
     _, word, count, document = pairs(held.evaluated)
     return _mean(float((count * xp.log(dots(theta, word, document))).sum()), held.evaluated.num_tokens)

@@ -339,7 +339,8 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
         _sum_counts(shards)
         for shard in shards:
             shard.device.synchronize()
-        initial = observe(0, shards[0].b)
+        with shards[0].device:  # B's GPU, where an evaluation on the GPU runs
+            initial = observe(0, shards[0].b)
     if initial:
         ctx.record(0, **initial)
 
@@ -416,7 +417,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
             if len(shards) > 1:
                 with ctx.phase("reduce"):
                     _sum_counts(shards)
-            with ctx.untimed():
+            with ctx.untimed(), shards[0].device:
                 observed = observe(iteration + 1, shards[0].b)
             ctx.record(iteration + 1, kd_mean=lambda i=iteration: float(kd_means()[i]), **observed)
     finally:
