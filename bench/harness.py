@@ -211,7 +211,7 @@ def _limits(suite: Suite, backend: str) -> dict:
     return peaks.limits()
 
 
-NOTE_S = 30  # a point's preparation, or a variant's run, that takes longer is reported as it ends
+NOTE_S = 30  # a point's preparation, or a variant's run with its untimed work, that takes longer is reported as it ends
 
 
 def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, int] | None = None, keep=None,
@@ -221,7 +221,7 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
     earlier run; a variant is measured only from there. keep(rows, series), where given, takes
     the rows once the point is measured, and those measured so far where it is interrupted
     or fails, with interrupts deferred (a variant that finished, a training run of minutes, is
-    not measured again). status(text) hears which variant runs."""
+    not measured again). status(text) hears what runs: the preparation, then each variant."""
     suite, backend = plan.suite, plan.backend
     done = done or {}
     variants = [(name, device) for name, device in plan.variants_at(point)
@@ -230,6 +230,8 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
         return [], []
     first_repeat = min(done.get(name, 0) for name, _ in variants)
     slow = slowdown.factors()  # {} but where detection is being measured
+    if status:
+        status("preparing")
     began = time.monotonic()
     workload = suite.prepare(point)
     took = time.monotonic() - began
@@ -261,6 +263,7 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
                     if settings.flush_l2 and device == "gpu":
                         flush_l2()
                     ctx = RunContext(device)
+                    run_began = time.monotonic()
                     with ctx.timed():
                         values = suite.run(workload, name, ctx) or {}
                         if slow:
@@ -279,8 +282,10 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
                                                               ("iteration", "wall_s")}, "iteration"),
                                 "iteration": s["iteration"], "wall_s": s["wall_s"]} for s in ctx.series]
                     seconds[name].append(ctx.seconds)
-                    if ctx.seconds > NOTE_S:
-                        console.print(f"{name}: {ctx.seconds:.0f} s (repeat {repeat + 1}): {describe(point)}")
+                    took = time.monotonic() - run_began
+                    if took > NOTE_S:  # with its untimed work (a convergence curve's evaluations), said apart
+                        untimed = f", {took - ctx.seconds:.0f} s more untimed" if took - ctx.seconds >= 1 else ""
+                        console.print(f"{name}: {ctx.seconds:.0f} s (repeat {repeat + 1}{untimed}): {describe(point)}")
                 measured = repeat + 1 - first_repeat
                 if repeat + 1 < settings.repeats:
                     continue
