@@ -221,7 +221,7 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
     earlier run; a variant is measured only from there. keep(rows, series), where given, takes
     the rows once the point is measured, and those measured so far where it is interrupted
     or fails, with interrupts deferred (a variant that finished, a training run of minutes, is
-    not measured again). status(text) hears what runs: the preparation, then each variant."""
+    not measured again). status(text) hears what runs: the preparation, the warm-up, then each variant."""
     suite, backend = plan.suite, plan.backend
     done = done or {}
     variants = [(name, device) for name, device in plan.variants_at(point)
@@ -237,6 +237,8 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
     took = time.monotonic() - began
     if took > NOTE_S:  # explains a silent minute or more (a corpus of billions of tokens)
         console.print(f"prepared in {took:.0f} s (untimed): {describe(point)}")
+    if status:
+        status("warming up")
     for name, device in variants:
         for _ in range(settings.warmup):
             with RunContext(device).timed() as ctx:

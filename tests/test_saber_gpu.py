@@ -298,6 +298,7 @@ def test_saber_fit_on_the_gpu_scores_what_its_twin_on_the_cpu_scores(system, twi
 
     work = SUITE.prepare({"suite": "saber-fit", "backend": "gpu", "dataset": "kos", "scale": 1.0, "K": 33,
                           "iterations": 4, "eval_every": 2, "chunks": 3, "workers": 2, "memory": 0.0, "gpus": 1})
+    assert work.gpu_evaluator
     curves = {}
     for variant in (system, twin):
         ctx = RunContext("cpu" if variant == twin else "gpu")
@@ -325,6 +326,12 @@ def test_the_held_out_evaluator_on_the_gpu_scores_what_it_scores_on_every_core(t
         np.testing.assert_allclose(cupy.asnumpy(on_gpu), phi, rtol=1e-15)
         assert heldout.log_likelihood(evaluation, on_gpu, 0.3, 8) == pytest.approx(
             heldout.log_likelihood(evaluation, phi, 0.3, 8), rel=1e-12)
+    # evaluate: the same value from a pool of its own, emptied after; the run's pool untouched.
+    pool, device_b = cupy.get_default_memory_pool(), cupy.asarray(b)
+    held_by_the_run = pool.total_bytes()
+    assert heldout.evaluate(evaluation, device_b, 0.01, rows, 0.3, gpu=True) == pytest.approx(
+        heldout.evaluate(evaluation, b, 0.01, rows, 0.3, gpu=False), rel=1e-12)
+    assert pool.total_bytes() == held_by_the_run and heldout._gpu_pool.total_bytes() == 0
 
 
 def test_the_chunk_layout_sorted_on_the_gpu_is_numpys():

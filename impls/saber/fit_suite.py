@@ -54,7 +54,7 @@ class FitWorkload:
     eval_every: int
     alpha: float
     text: dict  # the corpus's text statistics (Corpus.text_stats)
-    gpu_evaluator: bool  # every system's evaluation on the GPU (_evaluates_on_gpu)
+    gpu_evaluator: bool  # every system's evaluation on the GPU (_evaluates_on_gpu, _held_out_log_likelihood)
     final_topic_js: float = float("nan")  # the trained topics' separation, at the last evaluation
 
 
@@ -67,10 +67,25 @@ def _evaluation(work: FitWorkload):
             return {}
         if iteration == work.train.iterations:  # untimed, as every evaluation
             work.final_topic_js = heldout.topic_separation(b, float(model.BETA))
-        return {"loglik": heldout.evaluate(work.evaluation, b, float(model.BETA), work.rows, work.alpha,
-                                           work.gpu_evaluator)}
+        return {"loglik": _held_out_log_likelihood(work, b)}
 
     return observe
+
+
+def _held_out_log_likelihood(work: FitWorkload, b) -> float:
+    """On the GPU where the run's is (work.gpu_evaluator), and on every core from the first
+    evaluation that the training's memory leaves no room for there."""
+    beta = float(model.BETA)
+    if work.gpu_evaluator:
+        import cupy
+
+        try:
+            return heldout.evaluate(work.evaluation, b, beta, work.rows, work.alpha, gpu=True)
+        except cupy.cuda.memory.OutOfMemoryError:
+            work.gpu_evaluator = False
+            warnings.warn("the held-out evaluation ran out of GPU memory beside the training: evaluated on every "
+                          "core from here on")
+    return heldout.evaluate(work.evaluation, b, beta, work.rows, work.alpha, gpu=False)
 
 
 class SaberFitSuite(Suite):
@@ -131,8 +146,8 @@ class SaberFitSuite(Suite):
         Metric("graphed", "", help="our GPU systems: 1 where the iterations were replayed as a CUDA graph (saber's "
                "axis graphs, whose default saber-fit takes: one GPU, resident, one chunk)"),
         Metric("evaluated_tokens", "", help="tokens of the held-out documents' evaluated halves"),
-        Metric("evaluated_on_gpu", "", help="1 where the held-out evaluation ran on the GPU (heldout.fold_in), 0 on "
-               "every core"),
+        Metric("evaluated_on_gpu", "", help="1 where every held-out evaluation ran on the GPU (heldout.fold_in), 0 "
+               "where on every core (from the start, or from one the GPU had no memory left for)"),
         Metric("loglik", "nats/token", better="higher", per="iteration",
                help="held-out log-likelihood per token after the iteration"),
         Metric("kd_mean", "", per="iteration", help="saber: mean non-zeros per row of A after the iteration"),

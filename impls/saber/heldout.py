@@ -80,20 +80,24 @@ def gpu_bytes(held: HeldOut, topics: int) -> int:
     return 24 * held.observed.vocab_size * topics + 5 * 8 * held.observed.num_docs * topics + 3 * PAIR_BLOCK_BYTES
 
 
+_gpu_pool = None  # the GPU evaluation's memory pool (evaluate), empty between evaluations
+
+
 def evaluate(held: HeldOut, b, beta: float, rows: np.ndarray, alpha: float, gpu: bool) -> float:
     """log_likelihood of the phi that counts B give (phi_of's `rows`), on every core or on the
-    GPU (gpu), there from a memory pool of its own that is given back at the end: a run's
-    budget (CuPy's pool limit) and what it holds stay the training's."""
+    GPU (gpu), there from a memory pool of its own, emptied at the end: a run's budget (CuPy's
+    pool limit) and what it holds stay the training's."""
     if not gpu:
         return log_likelihood(held, phi_of(b, beta, rows), alpha)
     import cupy
 
-    pool = cupy.cuda.MemoryPool()
+    global _gpu_pool
+    _gpu_pool = _gpu_pool or cupy.cuda.MemoryPool()
     try:
-        with cupy.cuda.using_allocator(pool.malloc):
+        with cupy.cuda.using_allocator(_gpu_pool.malloc):
             return log_likelihood(held, phi_of(b, beta, rows, gpu=True), alpha)
     finally:
-        pool.free_all_blocks()
+        _gpu_pool.free_all_blocks()
 
 
 SEPARATION_TOPICS = 64  # topics drawn for topic_separation: every pair of them (2016)
