@@ -26,16 +26,20 @@ CAPTION_FONTSIZE = 6
 def render_all(results_root: Path, figures_root: Path, suites: list, warn=print,
                machines: list[str] | None = None) -> list[Path]:
     """Render every suite's figures for every results_root/<machine>/<suite>.csv (of the
-    named machines only, where given).
+    named machines only, where given): `suites` are all that draw into figures_root.
 
     Each suite sees, for each point and variant, the runs of the latest code version
     (results.latest_code), so figures never pool new code with old measurements. A
     file that cannot be read is reported through `warn` and skipped; the others are drawn.
+    Where every file was read, the figures and tables the results no longer draw are
+    removed (remove_stale).
     """
     written = []
     for machine_dir in sorted(p for p in Path(results_root).iterdir() if p.is_dir()):
         if machines is not None and machine_dir.name not in machines:
             continue
+        outdir = Path(figures_root) / machine_dir.name
+        drawn, unread = [], False
         for suite in suites:
             csv_path = machine_dir / f"{suite.name}.csv"
             if not csv_path.exists():
@@ -46,23 +50,41 @@ def render_all(results_root: Path, figures_root: Path, suites: list, warn=print,
                 series = read_csv(series_path) if series_path.exists() else pd.DataFrame()
             except BenchError as error:
                 warn(f"skipped: {error}")
+                unread = True
                 continue
             if df.empty:
                 continue
             df = latest_code(df, schema)
             series = latest_code(series, schema)
             meta = {**sidecar, "schema": schema, "machine": machine_dir.name}
-            outdir = Path(figures_root) / machine_dir.name
             for plot in suite.plots:
-                written += draw_plot(plot, series if plot.series else df, meta, outdir)
-            written += suite.render_figures(df, series, meta, outdir)
-            written += floor_figure(df, meta, outdir, suite.name)
+                drawn += draw_plot(plot, series if plot.series else df, meta, outdir)
+            drawn += suite.render_figures(df, series, meta, outdir)
+            drawn += floor_figure(df, meta, outdir, suite.name)
         for suite in suites:
             profile_path = machine_dir / f"{suite.name}-profile.csv"
             if profile_path.exists():
                 for figure in (stall_figure, roofline_figure):
-                    written += figure(profile_path, Path(figures_root) / machine_dir.name)
+                    drawn += figure(profile_path, outdir)
+        if not unread:
+            remove_stale(outdir, drawn)
+        written += drawn
     return written
+
+
+DRAWN_SUFFIXES = (".png", ".pdf", ".md")  # what save and save_text write
+
+
+def remove_stale(outdir: Path, drawn: list[Path]) -> None:
+    """The figures and tables in a machine's folder that its results no longer draw (one whose
+    name gained a setting when a second value of it was measured, one of results since
+    removed), deleted, so that its REPORT.md shows only what the results draw."""
+    if not outdir.is_dir():
+        return
+    kept = {Path(path).resolve() for path in drawn}
+    for path in outdir.iterdir():
+        if path.suffix in DRAWN_SUFFIXES and path.resolve() not in kept:
+            path.unlink()
 
 
 @dataclass

@@ -62,6 +62,23 @@ def test_render_all_writes_fig7_and_fig8(results_root, tmp_path):
     assert all(path.read_bytes().startswith(b"\x89PNG") for path in expected if path.suffix == ".png")
 
 
+def test_figures_the_results_no_longer_draw_are_removed_unless_a_file_was_unread(results_root, tmp_path):
+    """A figure whose name gained a setting, or whose results are gone, leaves the machine's
+    folder when the figures are drawn again (the report shows what is there); other files stay,
+    and nothing is removed while a results file cannot be read."""
+    outdir = tmp_path / "figures" / "nvidia-h100"
+    outdir.mkdir(parents=True)
+    for name in ("fig7a-time-vs-k.png", "fig7a-time-vs-k.pdf", "old-table.md", "notes.txt"):
+        (outdir / name).write_text("earlier")
+    render_all(results_root, tmp_path / "figures", [LDA])
+    assert sorted(p.name for p in outdir.iterdir()) == sorted(
+        ["notes.txt", *(f"{stem}.{ext}" for stem in FIGURE_STEMS for ext in ("png", "pdf"))])
+    (outdir / "old-table.md").write_text("earlier")
+    (results_root / "nvidia-h100" / "lda.json").write_text("{not json")
+    render_all(results_root, tmp_path / "figures", [LDA], warn=lambda text: None)
+    assert (outdir / "old-table.md").exists()
+
+
 def test_only_figures_with_data_are_drawn(tmp_path):
     rows = [r for r in sweep_rows(precisions=("f32",)) if r["K"] < 480 or r["K"] > 544 or r["variant"] == "alg1"]
     written = lda_figures.render_figures(pd.DataFrame(rows), {"runs": {"r1": ENV}, "schema": SCHEMA}, tmp_path)
