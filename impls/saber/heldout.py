@@ -94,7 +94,8 @@ def evaluate(held: HeldOut, b, beta: float, rows: np.ndarray, alpha: float, gpu:
     import cupy
 
     global _gpu_pool
-    _gpu_pool = _gpu_pool or cupy.cuda.MemoryPool()
+    if _gpu_pool is None:
+        _gpu_pool = cupy.cuda.MemoryPool()
     try:
         with cupy.cuda.using_allocator(_gpu_pool.malloc):
             return log_likelihood(held, phi_of(b, beta, rows, gpu=True), alpha)
