@@ -151,8 +151,9 @@ def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, produ
     chunk's scan for up to 1024 non-zeros, where the paper scans them all. -1 for the
     word's structure. With the token's own topic `own` left out, its product is
     (A_d,own - 1) bhat_own and total_v is the corrected mass (own_topic_correction); the
-    lanes' partials are the counted products' (a document's tokens of one word share them),
-    the own topic's lane's then corrected by its product's change.
+    lane scan is the counted products' (a document's tokens of one word share it), then
+    the own topic's lane and those after it move by its product's change (one add a lane,
+    where a second scan would cost every token of a shared scan a scan of its own).
     Scratch: products of nnz floats, prefix of W + padded(nnz / W) floats."""
     nnz = stop - start
     own_at = -1  # the own topic's non-zero, found in the products' pass (ESCA's draw: none)
@@ -163,11 +164,13 @@ def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, produ
             own_at = i
     lanes = prefix[:W]
     lane_partials(products, nnz, lanes)
+    warp_scan(lanes)
     if own_at >= 0:
         left = np.float32(a_val[start + own_at] - 1) * bhat_own
-        lanes[own_at % W] += left - products[own_at]
+        delta = left - products[own_at]
+        for lane in range(own_at % W, W):
+            lanes[lane] += delta
         products[own_at] = left
-    warp_scan(lanes)
     s = lanes[W - 1]
     if not u1 * (s + alpha * total_v) < s:
         return -1

@@ -211,12 +211,14 @@ extern "C" __global__ void saber_build_aliases(const float* bhat, const float* t
 // mass with that in place of B^_v,own; `shrink` is what the own topic's interval in the
 // tree loses. topic -1: ESCA's draw, the token counted, the mass the word's total. In a
 // document's draw also the own topic's non-zero `index` in A_d (-1: none), its product with
-// the token left out, (A_d,own - 1) B^'_v,own, and `delta`, that less its counted product.
+// the token left out, (A_d,own - 1) B^'_v,own, and `delta`, that less its counted product;
+// for the tree's draw its interval, [below, upper) once shortened (Tree::bound).
 struct Own {
   int topic;
   float bhat, mass, shrink;
   int index = -1;
   float left = 0.0f, delta = 0.0f;
+  float below = 0.0f, upper = 0.0f;
 };
 
 __device__ __forceinline__ Own own_topic(const float* denominator, const int* z, int p, const float* bhat_v,
@@ -239,15 +241,22 @@ struct Tree {
     const int off4 = min((off3 + warp_vote(l3[(long long)v * size3 + off3 + lane], x)) * W, padded - W);
     return off4 + warp_vote(l4[(long long)v * padded + off4 + lane], x);
   }
-  // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: x below
-  // it is drawn as is, inside it is the own topic, past it is drawn as x + shrink, no further
-  // than the word's total (rounding can carry it past, into the padding, where no topic is).
-  __device__ int draw(int v, float u2, const Own& own) const {
+  // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: read
+  // with the token's other inputs (a lane each, 32 tokens' loads at once), not in its draw.
+  __device__ void bound(int v, Own& own) const {
+    if (own.topic < 0) return;
     const float* l4_v = l4 + (long long)v * padded;
+    own.below = own.topic > 0 ? l4_v[own.topic - 1] : __int_as_float(0xff800000);  // topic 0: -inf
+    own.upper = __fsub_rn(l4_v[own.topic], own.shrink);
+  }
+  // x below the own topic's interval is drawn as is, inside it is the own topic, past it is
+  // drawn as x + shrink, no further than the word's total (rounding can carry it past, into
+  // the padding, where no topic is).
+  __device__ int draw(int v, float u2, const Own& own) const {
     const float x = __fmul_rn(u2, own.mass);
-    if (own.topic < 0 || (own.topic > 0 && x < l4_v[own.topic - 1])) return at(v, x);
-    if (x < __fsub_rn(l4_v[own.topic], own.shrink)) return own.topic;
-    return at(v, fminf(__fadd_rn(x, own.shrink), l4_v[padded - 1]));
+    if (own.topic < 0 || x < own.below) return at(v, x);
+    if (x < own.upper) return own.topic;
+    return at(v, fminf(__fadd_rn(x, own.shrink), l4[(long long)v * padded + padded - 1]));
   }
 };
 
@@ -255,7 +264,8 @@ struct Alias {
   const float* probability;
   const int* alias;
   int topics;
-  __device__ int draw(int v, float u2, const Own&) const {  // the own topic counted (the host refuses otherwise)
+  __device__ void bound(int, Own&) const {}  // the own topic counted (the host refuses otherwise)
+  __device__ int draw(int v, float u2, const Own&) const {
     const float x = __fmul_rn(u2, float(topics));
     const int column = min(int(x), topics - 1);
     const long long at = (long long)v * topics + column;
@@ -273,8 +283,10 @@ extern "C" __global__ void saber_own_topic_draws(const float* bhat, int topics, 
                                                  int* topic) {
   const int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (i >= draws) return;  // whole warps leave together
-  const Own o = own_topic(denominator, own, i, bhat + (long long)v[i] * topics, totals[v[i]]);
-  const int k = Tree{l4, l3, l2, padded}.draw(v[i], u2[i], o);
+  const Tree tree{l4, l3, l2, padded};
+  Own o = own_topic(denominator, own, i, bhat + (long long)v[i] * topics, totals[v[i]]);
+  tree.bound(v[i], o);
+  const int k = tree.draw(v[i], u2[i], o);
   if ((threadIdx.x & 31) == 0) {
     own_bhat[i] = o.bhat;
     mass[i] = o.mass;
@@ -317,15 +329,14 @@ __device__ __forceinline__ Own in_document(const Chunk& c, int start, int stop, 
   return own;
 }
 
-// A warp's sums of the products of the document whose non-zeros start at `start` (a document
-// with tokens has a start of its own) and word v: each lane's partial, the own topic counted,
-// then their lane scan for own topic `own` (-1: counted), the own topic's lane corrected by
-// its delta (model.sparse_draw). The next token of the document and word (a word's tokens of
-// one document lie side by side in PDOW order) reuses the partials, bit for bit, and where
-// its own topic is the same, the scan too.
+// A warp's lane scan of the products of the document whose non-zeros start at `start` (a
+// document with tokens has a start of its own) and word v, the own topic counted. The next
+// token of the document and word (a word's tokens of one document lie side by side in PDOW
+// order) reuses it, bit for bit; a token whose own topic is left out moves the own topic's
+// lane and those after it by its delta (model.sparse_draw), an add, not a scan of its own.
 struct SparseSums {
-  int start = -1, v = -1, own = -2;
-  float partial = 0.0f, lanes = 0.0f;
+  int start = -1, v = -1;
+  float lanes = 0.0f;
 };
 
 // What a token's draw needs besides its word: its document's non-zeros of A, its uniforms
@@ -363,7 +374,7 @@ struct Batch {
     inputs[i] = make_int4(t.start, t.stop, __float_as_int(t.u1), __float_as_int(t.u2));
     if (LeftOut) {
       own[2 * i] = make_float4(__int_as_float(t.own.topic), __int_as_float(t.own.index), t.own.mass, t.own.shrink);
-      own[2 * i + 1] = make_float4(t.own.left, t.own.delta, 0.0f, 0.0f);
+      own[2 * i + 1] = make_float4(t.own.left, t.own.delta, t.own.below, t.own.upper);
     }
   }
   __device__ Token get(int i, float total) const {
@@ -371,7 +382,7 @@ struct Batch {
     Own o{-1, 0.0f, total, 0.0f};
     if (LeftOut) {
       const float4 a = own[2 * i], b = own[2 * i + 1];
-      o = Own{__float_as_int(a.x), 0.0f, a.z, a.w, __float_as_int(a.y), b.x, b.y};
+      o = Own{__float_as_int(a.x), 0.0f, a.z, a.w, __float_as_int(a.y), b.x, b.y, b.z, b.w};
     }
     return Token{in.x, in.y, __int_as_float(in.z), __int_as_float(in.w), o};
   }
@@ -385,8 +396,8 @@ __device__ __forceinline__ int batch_bytes() { return LeftOut ? 48 : 16; }
 // A token's topic (Fig. 5, bugs fixed, its search ours: model.sparse_draw), the whole warp
 // together, with B^_v read from bhat_v (global memory or the block's copy): the sparse part
 // over the non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1), the
-// token's own topic left out where t.own names it. `sums`: the warp's last partials and lane
-// scan, reused where they apply, else replaced.
+// token's own topic left out where t.own names it. `sums`: the warp's last lane scan, reused
+// where it applies, else replaced.
 template <bool LeftOut, typename Structure>
 __device__ int draw(const Chunk& c, const Token& t, int v, const float* bhat_v, float alpha,
                     const Structure& structure, SparseSums& sums) {
@@ -395,15 +406,11 @@ __device__ int draw(const Chunk& c, const Token& t, int v, const float* bhat_v, 
   if (sums.start != t.start || sums.v != v) {
     float partial = 0.0f;
     for (int j = t.start + lane; j < t.stop; j += W) partial = __fadd_rn(partial, counted(c, j, bhat_v));
-    // ESCA's kernels scan at once and keep no partials
-    sums = LeftOut ? SparseSums{t.start, v, -2, partial} : SparseSums{t.start, v, -1, 0.0f, warp_scan(partial)};
+    sums = SparseSums{t.start, v, warp_scan(partial)};
   }
-  if (LeftOut && sums.own != t.own.topic) {
-    const bool own_lane = t.own.index >= 0 && ((t.own.index - t.start) & (W - 1)) == lane;
-    sums.lanes = warp_scan(own_lane ? __fadd_rn(sums.partial, t.own.delta) : sums.partial);
-    sums.own = t.own.topic;
-  }
-  const float lanes = sums.lanes;
+  float lanes = sums.lanes;
+  if (LeftOut && t.own.index >= 0 && lane >= ((t.own.index - t.start) & (W - 1)))
+    lanes = __fadd_rn(lanes, t.own.delta);
   const float s = __shfl_sync(FULL_MASK, lanes, W - 1);
   if (!(__fmul_rn(t.u1, __fadd_rn(s, __fmul_rn(alpha, t.own.mass))) < s)) return structure.draw(v, t.u2, t.own);
   // x = u2 S: the first lane whose scan reaches x (the last with non-zeros where none does),
@@ -434,7 +441,8 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
   for (int p = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < tokens; p += warps) {
     const int v = c.words[p];
     const float* bhat_v = bhat + (long long)v * topics;
-    const Token t = token_at(c, p, bhat_v, totals[v], denominator, z, seed, iteration);
+    Token t = token_at(c, p, bhat_v, totals[v], denominator, z, seed, iteration);
+    structure.bound(v, t.own);
     const int k = draw<true>(c, t, v, bhat_v, alpha, structure, sums);
     if ((threadIdx.x & 31) == 0) z[p] = k;
   }
@@ -477,7 +485,9 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
       // Lane j reads token base + j's inputs and keeps its topic: the loads and the Philox
       // rounds of 32 tokens at once, not one token's by every lane.
       const int n = min(W, end - base), p = by_word[base + min(lane, n - 1)];  // lanes past n: a copy
-      batch.put(lane, token_at(c, p, bhat_v, total, denominator, z, seed, iteration));
+      Token t = token_at(c, p, bhat_v, total, denominator, z, seed, iteration);
+      structure.bound(v, t.own);
+      batch.put(lane, t);
       __syncwarp();
       int topic = 0;
       for (int j = 0; j < n; ++j) {
