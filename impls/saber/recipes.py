@@ -941,10 +941,12 @@ CLAIMS = (
                "on every real corpus measured",
           why="delayed-gibbs leaves each token's own topic out of A, B and n_k by an exact one-topic correction, "
               "work that G4 does not do: a document's tokens of one word share their lane scan, but each token "
-              "finds its own topic's non-zero in A_d, reads its correction (32 bytes more than G4's token) and "
-              "moves the lanes from its own by it; its draw from the tree skips the own topic's interval: 20% "
-              "more instructions in the staged sampling kernel than G4's on kos, and 19% more time (ncu, one "
-              "launch each, H200; 26% more instructions while each token scanned the lanes again).",
+              "reads its correction (32 bytes more than G4's token) and moves the lanes from its own by it, and "
+              "first finds its own topic's non-zero in A_d by a binary search, a chain of dependent loads. "
+              "`bench profile saber-fit` (kos and nips, K = 1024, H200): the staged sampling kernel takes 19-26% "
+              "longer than G4's at the same occupancy, waiting longer on memory (long scoreboard); its SASS "
+              "counters (ncu, kos) put over a quarter of its 19% more instructions in that search, whose batches "
+              "of a word's tokens are short on kos.",
           recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "
           "320 GB at K = 100 / 1k / 10k; B + B^ 0.108 / 1.08 / 10.8 GB", _table2,
