@@ -153,7 +153,8 @@ def sparse_draw(a_idx, a_val, start, stop, bhat_v, alpha, total_v, u1, u2, produ
     (A_d,own - 1) bhat_own and total_v is the corrected mass (own_topic_correction); the
     lane scan is the counted products' (a document's tokens of one word share it), then
     the own topic's lane and those after it move by its product's change (one add a lane,
-    where a second scan would cost every token of a shared scan a scan of its own).
+    where a second scan would cost every token of a shared scan a scan of its own; those lanes
+    then carry the counted sum's rounding, an ulp of it, where the own product dominates).
     Scratch: products of nnz floats, prefix of W + padded(nnz / W) floats."""
     nnz = stop - start
     own_at = -1  # the own topic's non-zero, found in the products' pass (ESCA's draw: none)

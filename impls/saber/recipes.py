@@ -136,9 +136,8 @@ RECIPES = (
            ),
            note="The corpus is generated with the GPU's help (minutes) and the run needs up to 120 GiB of host "
                 "memory (its pinned chunks, more at the larger K): the paper profile only (quick's corpora "
-                "stream in fig9, fig10 and table2). 60 "
-                "iterations: delayed-gibbs at K = 5000 stayed at the start for about 20, rose by 40 and levelled "
-                "off by 50."),
+                "stream in fig9, fig10 and table2). 60 iterations: delayed-gibbs at K = 5000 stayed at the start "
+                "for about 20, rose by 40 and levelled off by 50."),
     Recipe("gpus", "several GPUs (not in the paper): G4 data parallel, B summed through NCCL",
            figures=("saber-gpus-scaling",), sweeps=(
                Sweep("saber", {"gpus": "1,2"}, variants=("G4",),

@@ -242,7 +242,7 @@ struct Tree {
     return off4 + warp_vote(l4[(long long)v * padded + off4 + lane], x);
   }
   // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: read
-  // with the token's other inputs (a lane each, 32 tokens' loads at once), not in its draw.
+  // with the token's other inputs (in a word segment's batch, a lane each), not in its draw.
   __device__ void bound(int v, Own& own) const {
     if (own.topic < 0) return;
     const float* l4_v = l4 + (long long)v * padded;
@@ -362,14 +362,14 @@ __device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bh
 
 // A warp's batch of 32 tokens' inputs in the block's shared memory: lane i stores token i's,
 // then the whole warp loads each token's with broadcast loads of 16 bytes. (Shuffles of the
-// ten registers a token holds took more instructions, and those registers, held across the
+// twelve registers a token holds took more instructions, and those registers, held across the
 // batch, spilled: G4 ran 7-8% and delayed-gibbs up to 13% slower on kos and nips, H200.)
 // ESCA's own topic is the word's (topic -1, its mass the word's total), kept out of it; the
 // own topic's corrected B^ stays behind (the draw needs only left and delta, made from it).
 template <bool LeftOut>
 struct Batch {
   int4* inputs;  // start, stop, u1, u2
-  float4* own;   // LeftOut: two a token, (topic, index, mass, shrink) and (left, delta)
+  float4* own;   // LeftOut: two a token, (topic, index, mass, shrink) and (left, delta, below, upper)
   __device__ void put(int i, const Token& t) const {
     inputs[i] = make_int4(t.start, t.stop, __float_as_int(t.u1), __float_as_int(t.u2));
     if (LeftOut) {
@@ -402,7 +402,8 @@ template <bool LeftOut, typename Structure>
 __device__ int draw(const Chunk& c, const Token& t, int v, const float* bhat_v, float alpha,
                     const Structure& structure, SparseSums& sums) {
   const int lane = threadIdx.x & 31;
-  // S: lane l adds the products l, l + 32, ... in order; the lanes' inclusive scan; S its last.
+  // S: lane l adds the products l, l + 32, ... in order; the lanes' inclusive scan (the own
+  // topic's delta added from its lane on); S its last.
   if (sums.start != t.start || sums.v != v) {
     float partial = 0.0f;
     for (int j = t.start + lane; j < t.stop; j += W) partial = __fadd_rn(partial, counted(c, j, bhat_v));
@@ -451,7 +452,7 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
 // G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
 // order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
 // the segments taken), then each warp a contiguous share of the segment's tokens, drawn a token
-// at a time (so that a document's tokens of the word share their lanes' partials) from inputs
+// at a time (so that a document's tokens of the word share their lane scan) from inputs
 // read 32 at a time (Batch, in shared memory). Staged: the block first copies B^_v to shared
 // memory (after the batches: topics floats); otherwise (segments too short to pay for the
 // copy) its warps read B^_v in global memory.
