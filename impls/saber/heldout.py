@@ -57,17 +57,11 @@ def phi_of(b, beta: float, rows: np.ndarray | None = None, gpu: bool = False):
     """phi [V, K], or its `rows`, in float64 from the counts B [V, K] (any integer type) on the
     host or a GPU: on the host (from a GPU only n_k and those rows are copied), or on the GPU
     for its evaluator (gpu; from the host those rows are copied)."""
-    index = rows
-    if rows is not None and hasattr(b, "get"):
+    on_gpu = hasattr(b, "get")
+    if gpu or on_gpu:
         import cupy
-
-        index = cupy.asarray(rows)
-    if gpu:
-        import cupy
-
-        move = cupy.asarray
-    else:
-        move = to_host
+    index = cupy.asarray(rows) if rows is not None and on_gpu else rows
+    move = cupy.asarray if gpu else to_host
     totals = move(b.sum(axis=0, dtype=np.int64)).astype(np.float64)
     phi = move(b if rows is None else b[index]).astype(np.float64)
     phi += beta  # in place: at K = 10,000 each array of a held-out set's rows is gigabytes

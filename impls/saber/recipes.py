@@ -944,8 +944,8 @@ CLAIMS = (
               "first finds its own topic's non-zero in A_d by a binary search, a chain of dependent loads. "
               "`bench profile saber-fit` (kos and nips, K = 1024, H200): the staged sampling kernel takes 19-26% "
               "longer than G4's at the same occupancy, waiting longer on memory (long scoreboard); its SASS "
-              "counters (ncu, kos) put over a quarter of its 19% more instructions in that search, whose batches "
-              "of a word's tokens are short on kos.",
+              "counters (ncu, kos) put over a quarter of its extra instructions (a fifth more than G4's) in that "
+              "search, whose batches of a word's tokens are short on kos.",
           recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "
           "320 GB at K = 100 / 1k / 10k; B + B^ 0.108 / 1.08 / 10.8 GB", _table2,

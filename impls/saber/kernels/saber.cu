@@ -211,14 +211,12 @@ extern "C" __global__ void saber_build_aliases(const float* bhat, const float* t
 // mass with that in place of B^_v,own; `shrink` is what the own topic's interval in the
 // tree loses. topic -1: ESCA's draw, the token counted, the mass the word's total. In a
 // document's draw also the own topic's non-zero `index` in A_d (-1: none), its product with
-// the token left out, (A_d,own - 1) B^'_v,own, and `delta`, that less its counted product;
-// for the tree's draw its interval, [below, upper) once shortened (Tree::bound).
+// the token left out, (A_d,own - 1) B^'_v,own, and `delta`, that less its counted product.
 struct Own {
   int topic;
   float bhat, mass, shrink;
   int index = -1;
   float left = 0.0f, delta = 0.0f;
-  float below = 0.0f, upper = 0.0f;
 };
 
 __device__ __forceinline__ Own own_topic(const float* denominator, const int* z, int p, const float* bhat_v,
@@ -241,22 +239,15 @@ struct Tree {
     const int off4 = min((off3 + warp_vote(l3[(long long)v * size3 + off3 + lane], x)) * W, padded - W);
     return off4 + warp_vote(l4[(long long)v * padded + off4 + lane], x);
   }
-  // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: read
-  // with the token's other inputs (in a word segment's batch, a lane each), not in its draw.
-  __device__ void bound(int v, Own& own) const {
-    if (own.topic < 0) return;
-    const float* l4_v = l4 + (long long)v * padded;
-    own.below = own.topic > 0 ? l4_v[own.topic - 1] : __int_as_float(0xff800000);  // topic 0: -inf
-    own.upper = __fsub_rn(l4_v[own.topic], own.shrink);
-  }
-  // x below the own topic's interval is drawn as is, inside it is the own topic, past it is
-  // drawn as x + shrink, no further than the word's total (rounding can carry it past, into
-  // the padding, where no topic is).
+  // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: x below
+  // it is drawn as is, inside it is the own topic, past it is drawn as x + shrink, no further
+  // than the word's total (rounding can carry it past, into the padding, where no topic is).
   __device__ int draw(int v, float u2, const Own& own) const {
+    const float* l4_v = l4 + (long long)v * padded;
     const float x = __fmul_rn(u2, own.mass);
-    if (own.topic < 0 || x < own.below) return at(v, x);
-    if (x < own.upper) return own.topic;
-    return at(v, fminf(__fadd_rn(x, own.shrink), l4[(long long)v * padded + padded - 1]));
+    if (own.topic < 0 || (own.topic > 0 && x < l4_v[own.topic - 1])) return at(v, x);
+    if (x < __fsub_rn(l4_v[own.topic], own.shrink)) return own.topic;
+    return at(v, fminf(__fadd_rn(x, own.shrink), l4_v[padded - 1]));
   }
 };
 
@@ -264,8 +255,7 @@ struct Alias {
   const float* probability;
   const int* alias;
   int topics;
-  __device__ void bound(int, Own&) const {}  // the own topic counted (the host refuses otherwise)
-  __device__ int draw(int v, float u2, const Own&) const {
+  __device__ int draw(int v, float u2, const Own&) const {  // the own topic counted (the host refuses otherwise)
     const float x = __fmul_rn(u2, float(topics));
     const int column = min(int(x), topics - 1);
     const long long at = (long long)v * topics + column;
@@ -283,10 +273,8 @@ extern "C" __global__ void saber_own_topic_draws(const float* bhat, int topics, 
                                                  int* topic) {
   const int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (i >= draws) return;  // whole warps leave together
-  const Tree tree{l4, l3, l2, padded};
-  Own o = own_topic(denominator, own, i, bhat + (long long)v[i] * topics, totals[v[i]]);
-  tree.bound(v[i], o);
-  const int k = tree.draw(v[i], u2[i], o);
+  const Own o = own_topic(denominator, own, i, bhat + (long long)v[i] * topics, totals[v[i]]);
+  const int k = Tree{l4, l3, l2, padded}.draw(v[i], u2[i], o);
   if ((threadIdx.x & 31) == 0) {
     own_bhat[i] = o.bhat;
     mass[i] = o.mass;
@@ -362,19 +350,19 @@ __device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bh
 
 // A warp's batch of 32 tokens' inputs in the block's shared memory: lane i stores token i's,
 // then the whole warp loads each token's with broadcast loads of 16 bytes. (Shuffles of the
-// twelve registers a token holds took more instructions, and those registers, held across the
+// ten registers a token holds took more instructions, and those registers, held across the
 // batch, spilled: G4 ran 7-8% and delayed-gibbs up to 13% slower on kos and nips, H200.)
 // ESCA's own topic is the word's (topic -1, its mass the word's total), kept out of it; the
 // own topic's corrected B^ stays behind (the draw needs only left and delta, made from it).
 template <bool LeftOut>
 struct Batch {
   int4* inputs;  // start, stop, u1, u2
-  float4* own;   // LeftOut: two a token, (topic, index, mass, shrink) and (left, delta, below, upper)
+  float4* own;   // LeftOut: two a token, (topic, index, mass, shrink) and (left, delta)
   __device__ void put(int i, const Token& t) const {
     inputs[i] = make_int4(t.start, t.stop, __float_as_int(t.u1), __float_as_int(t.u2));
     if (LeftOut) {
       own[2 * i] = make_float4(__int_as_float(t.own.topic), __int_as_float(t.own.index), t.own.mass, t.own.shrink);
-      own[2 * i + 1] = make_float4(t.own.left, t.own.delta, t.own.below, t.own.upper);
+      own[2 * i + 1] = make_float4(t.own.left, t.own.delta, 0.0f, 0.0f);
     }
   }
   __device__ Token get(int i, float total) const {
@@ -382,7 +370,7 @@ struct Batch {
     Own o{-1, 0.0f, total, 0.0f};
     if (LeftOut) {
       const float4 a = own[2 * i], b = own[2 * i + 1];
-      o = Own{__float_as_int(a.x), 0.0f, a.z, a.w, __float_as_int(a.y), b.x, b.y, b.z, b.w};
+      o = Own{__float_as_int(a.x), 0.0f, a.z, a.w, __float_as_int(a.y), b.x, b.y};
     }
     return Token{in.x, in.y, __int_as_float(in.z), __int_as_float(in.w), o};
   }
@@ -442,8 +430,7 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
   for (int p = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < tokens; p += warps) {
     const int v = c.words[p];
     const float* bhat_v = bhat + (long long)v * topics;
-    Token t = token_at(c, p, bhat_v, totals[v], denominator, z, seed, iteration);
-    structure.bound(v, t.own);
+    const Token t = token_at(c, p, bhat_v, totals[v], denominator, z, seed, iteration);
     const int k = draw<true>(c, t, v, bhat_v, alpha, structure, sums);
     if ((threadIdx.x & 31) == 0) z[p] = k;
   }
@@ -486,9 +473,7 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
       // Lane j reads token base + j's inputs and keeps its topic: the loads and the Philox
       // rounds of 32 tokens at once, not one token's by every lane.
       const int n = min(W, end - base), p = by_word[base + min(lane, n - 1)];  // lanes past n: a copy
-      Token t = token_at(c, p, bhat_v, total, denominator, z, seed, iteration);
-      structure.bound(v, t.own);
-      batch.put(lane, t);
+      batch.put(lane, token_at(c, p, bhat_v, total, denominator, z, seed, iteration));
       __syncwarp();
       int topic = 0;
       for (int j = 0; j < n; ++j) {
