@@ -199,6 +199,30 @@ def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word, threa
                    denominator=denominator)
 
 
+@pytest.mark.parametrize("topics", [1, 33, 1024, 1025, 4097])
+def test_own_positions_are_each_tokens_topic_in_its_documents_counts(topics):
+    """The left-out draw's positions (saber_own_positions, written where e_step is given room
+    for them): each token's own topic's non-zero in its document's A, -1 where A_d lacks it."""
+    doc_ptr, words, doc_of, counts = _state(topics)
+    z = model.initial_topics(words.size, topics, SEED)
+    z[::7] = (z[::7] + 1) % topics  # some tokens' topics no longer counted in their document
+    bhat, denominator, structures = _preprocess(cupy.asarray(counts.b), "tree")
+    for chunk in _device_chunks(doc_ptr, words, counts, 2):
+        own_z = z[chunk.first_token:chunk.first_token + chunk.tokens]
+        chunk.z[...] = cupy.asarray(own_z)
+        own_at = cupy.full(chunk.tokens + 5, -7, cupy.int32)
+        gpu.e_step(chunk, bhat, structures, SEED, 7, True, denominator=denominator, own_at=own_at)
+        a_idx, starts, n_keys = (cupy.asnumpy(a) for a in (chunk.a_idx, chunk.doc_ptr, chunk.n_keys))
+        local_doc = cupy.asnumpy(chunk.doc_of)
+        expected = np.full(chunk.tokens, -1)
+        for p, (d, k) in enumerate(zip(local_doc, own_z)):
+            found = np.flatnonzero(a_idx[starts[d]:starts[d] + n_keys[d]] == k)
+            expected[p] = starts[d] + found[0] if found.size else -1
+        got = cupy.asnumpy(own_at)
+        np.testing.assert_array_equal(got[:chunk.tokens], expected)
+        assert (got[chunk.tokens:] == -7).all() and (expected == -1).any() == (topics > 1)
+
+
 @pytest.mark.parametrize("ssc", [False, True])
 @pytest.mark.parametrize("topics", [1, 33, 1000, 1024, 1025, 4097])  # SSC by histogram up to 1024, then by sort
 def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):

@@ -180,7 +180,7 @@ def long_positions(doc_ptr: np.ndarray) -> np.ndarray:
 
 
 def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration, by_word: bool,
-           threads: int = 0, denominator=None, counters=None) -> None:
+           threads: int = 0, denominator=None, counters=None, own_at=None) -> None:
     """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
     warp per token in document order (G0), or a block per word segment (G1 on); blocks of
     `threads` (a multiple of W), or (0) the sizes chosen below. With B^'s `denominator`,
@@ -188,18 +188,23 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     iteration: the draws' iteration, an int or a device uint32 holding it (a run's, which
     next_iteration advances, so that a captured iteration draws anew at each replay).
     counters: two int32 zeros for the segments' dynamic schedule (a run's, which
-    next_iteration zeroes), or None: made here."""
+    next_iteration zeroes), or None: made here. own_at: int32 room for the chunk's tokens
+    where the own topic is left out (a run's, so that a captured iteration allocates
+    nothing), or None: made here."""
     import cupy
 
+    tokens = chunk.tokens
     if denominator is not None:
         check_without_own(structures.kind)
+        own_at = cupy.empty(tokens, cupy.int32) if own_at is None else own_at[:tokens]
+        _launch("saber_own_positions", (max(1, min(-(-tokens // BLOCK), _resident_blocks())),), (BLOCK,), (
+            np.int32(tokens), chunk.doc_of, chunk.doc_ptr, chunk.n_keys, chunk.a_idx, chunk.z, own_at))
     if isinstance(iteration, (int, np.integer)):
         iteration = cupy.full(1, iteration, cupy.uint32)
     topics = int(bhat.shape[1])
-    tokens = chunk.tokens
     common = (np.int64(chunk.first_token), chunk.doc_of, chunk.words, chunk.doc_ptr, chunk.n_keys, chunk.a_idx,
-              chunk.a_val, bhat, np.int32(topics), alpha_of(topics), structures.totals,
-              NULL if denominator is None else denominator)
+              chunk.a_val, NULL if denominator is None else own_at, bhat, np.int32(topics), alpha_of(topics),
+              structures.totals, NULL if denominator is None else denominator)
     if structures.kind == "tree":
         name, extra = "saber_sample_tree", (structures.level4, structures.level3, structures.level2,
                                             np.int32(structures.level4.shape[1]))

@@ -939,13 +939,14 @@ CLAIMS = (
           rule=f"delayed-gibbs's median tokens/s at least {DG_SLACK} of G4's in the same saber-fit run and setting "
                "on every real corpus measured",
           why="delayed-gibbs leaves each token's own topic out of A, B and n_k by an exact one-topic correction, "
-              "work that G4 does not do: a document's tokens of one word share their lane scan, but each token "
-              "reads its correction (32 bytes more than G4's token) and moves the lanes from its own by it, and "
-              "first finds its own topic's non-zero in A_d by a binary search, a chain of dependent loads. "
-              "`bench profile saber-fit` (kos and nips, K = 1024, H200): the staged sampling kernel takes 19-26% "
-              "longer than G4's at the same occupancy, waiting longer on memory (long scoreboard); its SASS "
-              "counters (ncu, kos) put over a quarter of its extra instructions (a fifth more than G4's) in that "
-              "search, whose batches of a word's tokens are short on kos.",
+              "work that G4 does not do: a kernel of its own first finds each token's own topic's non-zero in A_d "
+              "(a thread per token, a binary search); in the draw each token reads its correction (32 bytes more "
+              "than G4's token) and moves the lanes from its own by it, and a draw from the word's tree reads its "
+              "own topic's interval first. `bench profile saber-fit` (kos and nips, K = 1024, H200; each kernel's "
+              "time in saber-fit-profile.csv) splits the gap between the three: the word segments' kernel (more work a "
+              "token), the positions' kernel, and, furthest behind G4's, the kernel of the short segments, which "
+              "takes a token a warp with B^_v in global memory, where a left-out token's longer chain of loads "
+              "is not hidden.",
           recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "
           "320 GB at K = 100 / 1k / 10k; B + B^ 0.108 / 1.08 / 10.8 GB", _table2,

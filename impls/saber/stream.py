@@ -39,7 +39,8 @@ GIB = 2**30
 # most a segment, a schedule entry and a long position), its state (A by slot: 2, z) and
 # the rebuild's temporaries at their peak (the sort of G0-G2 in cupy.unique: the int64
 # keys, their copy, the radix sort's buffer, the mask, the run starts and counts; more than
-# SSC needs). Per document: doc_ptr, n_keys and the sort's bounds.
+# SSC needs, and room beside them for the own topic's positions where a draw leaves it out:
+# 4 bytes a token). Per document: doc_ptr, n_keys and the sort's bounds.
 LAYOUT_BYTES_PER_TOKEN = 6 * 4
 STATE_BYTES_PER_TOKEN = 3 * 4
 WORK_BYTES_PER_TOKEN = 64
@@ -203,12 +204,14 @@ class _Shard:
     the structures (allocated once, refilled every iteration), its workers' streams and,
     where streaming, their slots; on the device, the iteration being drawn, the dynamic
     schedules' counters of every chunk, the iteration's non-zeros of A and every iteration's,
-    which the end of each iteration (gpu.next_iteration) advances, so that an iteration needs
+    which the end of each iteration (gpu.next_iteration) advances, and, with the own topic left
+    out, each worker's room for its chunk's own-topic positions, so that an iteration needs
     neither an allocation nor the host's attention, and one captured as a CUDA graph can be
     replayed. The streams are blocking ones, so that work on the GPU's legacy null stream
     (the initial counts, pre-processing, the all-reduce) and the workers' stay ordered."""
 
-    def __init__(self, corpus: Corpus, gpu_id: int, topics: int, workers: int, structure: str, iterations: int):
+    def __init__(self, corpus: Corpus, gpu_id: int, topics: int, workers: int, structure: str, iterations: int,
+                 without_own: bool):
         import cupy
 
         self.device = cupy.cuda.Device(gpu_id)
@@ -224,6 +227,8 @@ class _Shard:
             self.counters = cupy.zeros((len(self.chunks), 2), cupy.int32)
             self.non_zeros = cupy.zeros(1, cupy.uint64)
             self.series = cupy.zeros(iterations, cupy.uint64)
+            longest = max(corpus.host[i].tokens for i in self.chunks)
+            self.own_at = [cupy.empty(longest, cupy.int32) for _ in self.streams] if without_own else None
 
     def end_iteration(self) -> None:
         gpu.next_iteration(self.iteration, self.non_zeros, self.series, self.counters)
@@ -323,7 +328,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
 
     host = corpus.host
     documents = sum(c.documents for c in host)
-    shards = [_Shard(corpus, g, topics, workers, structure, iterations) for g in range(corpus.gpus)]
+    shards = [_Shard(corpus, g, topics, workers, structure, iterations, without_own) for g in range(corpus.gpus)]
 
     with ctx.untimed():  # the initial topics and counts
         z = model.initial_topics(sum(c.tokens for c in host), topics, seed)
@@ -353,7 +358,8 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
             placed, slot = shard.place(corpus, position, copied_in)
         with phase("sample"):
             gpu.e_step(placed, shard.model.bhat, shard.model.structures, seed, shard.iteration, by_word, threads,
-                       shard.model.denominator if without_own else None, shard.counters[position])
+                       shard.model.denominator if without_own else None, shard.counters[position],
+                       shard.own_at[position % len(shard.own_at)] if without_own else None)
         with phase("rebuild"):
             gpu.rebuild(placed, topics, ssc, shard.b, shard.non_zeros)
         with phase("transfer"):

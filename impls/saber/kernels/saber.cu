@@ -22,6 +22,8 @@
 //                       own topic out of A, B and n_k (collapsed Gibbs's conditional; the word
 //                       segments' kernels _left_out); blocks of up to 512 threads, three an
 //                       SM (_wide: up to 1024)
+//   saber_own_positions  with the own topic left out, each token's own topic's non-zero in A_d,
+//                       a thread per token, before the draws
 //   saber_own_topic_draws  a probe for the tests: the own-topic correction and the tree's draw
 //                       of given (word, u2, own topic), a warp each
 //   saber_word_counts   B from the new topics, by integer atomics
@@ -283,10 +285,11 @@ extern "C" __global__ void saber_own_topic_draws(const float* bhat, int topics, 
 }
 
 // One chunk's tokens (positions local to it, int32) and the counts A of its documents:
-// document d's non-zeros are a_idx/a_val[a_start[d], a_start[d] + a_count[d]).
+// document d's non-zeros are a_idx/a_val[a_start[d], a_start[d] + a_count[d]); with the own
+// topic left out, own_at[p] is token p's own topic's non-zero (saber_own_positions).
 struct Chunk {
   long long first_token;  // the corpus's id of position 0: the draws' counter
-  const int *doc_of, *words, *a_start, *a_count, *a_idx, *a_val;
+  const int *doc_of, *words, *a_start, *a_count, *a_idx, *a_val, *own_at;
 };
 
 // A_dk B^_vk of the non-zero j of A_d (the own topic counted).
@@ -299,22 +302,35 @@ __device__ __forceinline__ float product(const Chunk& c, int j, const float* bha
   return j == own.index ? own.left : counted(c, j, bhat_v);
 }
 
-// The own topic's non-zero in A_d (a_idx increases within a document), found by the lane that
-// reads the token's inputs; none (index -1, no correction) where A_d does not count the token.
-__device__ __forceinline__ Own in_document(const Chunk& c, int start, int stop, const float* bhat_v, Own own) {
-  if (own.topic < 0 || stop <= start) return own;
-  int lo = start, hi = stop;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (c.a_idx[mid] <= own.topic) lo = mid;
-    else hi = mid;
-  }
-  if (c.a_idx[lo] != own.topic) return own;
-  const int a = c.a_val[lo];
-  own.index = lo;
+// The own topic's non-zero in A_d, where A_d counts the token: its product with the token
+// left out, and the change from the counted one.
+__device__ __forceinline__ Own in_document(const Chunk& c, int p, const float* bhat_v, Own own) {
+  if (own.topic < 0) return own;
+  own.index = c.own_at[p];
+  if (own.index < 0) return own;
+  const int a = c.a_val[own.index];
   own.left = __fmul_rn(float(a - 1), own.bhat);
   own.delta = __fsub_rn(own.left, __fmul_rn(float(a), bhat_v[own.topic]));
   return own;
+}
+
+// Each token's own topic's non-zero in its document's A (a_idx increases within a document),
+// -1 where A_d does not count the token, before the draws: a thread per token, a binary
+// search of the document's keys. (Searched in the draw by the lane that read a token's
+// inputs, it was a chain of dependent loads paid per token in a word's short batches: a
+// quarter of the left-out kernel's instructions over ESCA's and its hottest stall, kos.)
+extern "C" __global__ void saber_own_positions(int tokens, const int* doc_of, const int* a_start,
+                                               const int* a_count, const int* a_idx, const int* z, int* own_at) {
+  for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < tokens; p += gridDim.x * blockDim.x) {
+    const int d = doc_of[p], k = z[p], start = a_start[d], stop = start + a_count[d];
+    int lo = start, hi = stop;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (a_idx[mid] <= k) lo = mid;
+      else hi = mid;
+    }
+    own_at[p] = stop > start && a_idx[lo] == k ? lo : -1;
+  }
 }
 
 // A warp's lane scan of the products of the document whose non-zeros start at `start` (a
@@ -345,7 +361,7 @@ __device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bh
                              make_uint2(seed, 0u));
   const int stop = start + c.a_count[d];
   return Token{start, stop, to_uniform(r.x), to_uniform(r.y),
-               in_document(c, start, stop, bhat_v, own_topic(denominator, z, p, bhat_v, total))};
+               in_document(c, p, bhat_v, own_topic(denominator, z, p, bhat_v, total))};
 }
 
 // A warp's batch of 32 tokens' inputs in the block's shared memory: lane i stores token i's,
@@ -489,9 +505,9 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
 
 #define CHUNK_PARAMS                                                                                   \
   long long first_token, const int *doc_of, const int *words, const int *a_start, const int *a_count, \
-      const int *a_idx, const int *a_val, const float *bhat, int topics, float alpha,                 \
+      const int *a_idx, const int *a_val, const int *own_at, const float *bhat, int topics, float alpha, \
       const float *totals, const float *denominator
-#define CHUNK Chunk{first_token, doc_of, words, a_start, a_count, a_idx, a_val}
+#define CHUNK Chunk{first_token, doc_of, words, a_start, a_count, a_idx, a_val, own_at}
 #define TREE_PARAMS const float *l4, const float *l3, const float *l2, int padded
 #define ALIAS_PARAMS const float *probability, const int *alias
 
