@@ -943,10 +943,9 @@ CLAIMS = (
               "(a thread per token, a binary search); in the draw each token reads its correction (32 bytes more "
               "than G4's token) and moves the lanes from its own by it, and a draw from the word's tree reads its "
               "own topic's interval first. `bench profile saber-fit` (kos and nips, K = 1024, H200; each kernel's "
-              "time in saber-fit-profile.csv) splits the gap between the three: the word segments' kernel (more work a "
-              "token), the positions' kernel, and, furthest behind G4's, the kernel of the short segments, which "
-              "takes a token a warp with B^_v in global memory, where a left-out token's longer chain of loads "
-              "is not hidden.",
+              "time in saber-fit-profile.csv) splits the gap between the three kernels: the word segments' (its extra "
+              "work a token, the larger share), the positions', and the short segments' (B^_v read in place, "
+              "where a left-out token's longer chain of loads is least hidden).",
           recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "
           "320 GB at K = 100 / 1k / 10k; B + B^ 0.108 / 1.08 / 10.8 GB", _table2,
