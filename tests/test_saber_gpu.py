@@ -212,15 +212,20 @@ def test_own_positions_are_each_tokens_topic_in_its_documents_counts(topics):
         chunk.z[...] = cupy.asarray(own_z)
         own_at = cupy.full(chunk.tokens + 5, -7, cupy.int32)
         gpu.e_step(chunk, bhat, structures, SEED, 7, True, denominator=denominator, own_at=own_at)
-        a_idx, starts, n_keys = (cupy.asnumpy(a) for a in (chunk.a_idx, chunk.doc_ptr, chunk.n_keys))
-        local_doc = cupy.asnumpy(chunk.doc_of)
-        expected = np.full(chunk.tokens, -1)
-        for p, (d, k) in enumerate(zip(local_doc, own_z)):
-            found = np.flatnonzero(a_idx[starts[d]:starts[d] + n_keys[d]] == k)
-            expected[p] = starts[d] + found[0] if found.size else -1
+        expected = _own_positions(chunk, own_z)
         got = cupy.asnumpy(own_at)
         np.testing.assert_array_equal(got[:chunk.tokens], expected)
         assert (got[chunk.tokens:] == -7).all() and (expected == -1).any() == (topics > 1)
+
+
+def _own_positions(chunk, z) -> np.ndarray:
+    """Each token's topic's non-zero in its document's A (the chunk's, on the device), -1 where absent."""
+    a_idx, starts, n_keys = (cupy.asnumpy(a) for a in (chunk.a_idx, chunk.doc_ptr, chunk.n_keys))
+    expected = np.full(chunk.tokens, -1)
+    for p, (d, k) in enumerate(zip(cupy.asnumpy(chunk.doc_of), z)):
+        found = np.flatnonzero(a_idx[starts[d]:starts[d] + n_keys[d]] == k)
+        expected[p] = starts[d] + found[0] if found.size else -1
+    return expected
 
 
 @pytest.mark.parametrize("ssc", [False, True])
@@ -236,10 +241,17 @@ def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     b = cupy.zeros((40, topics), cupy.int32)
     non_zeros = cupy.zeros(1, cupy.uint64)
     a_idx, a_val, a_ptr = [], [], [0]
+    writes_positions = gpu.rebuild_writes_positions(topics, ssc)
+    assert writes_positions == (ssc and topics <= 1024)
     for chunk in _device_chunks(doc_ptr, words, expected, 2):
         chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
         chunk.a_idx[...] = -1  # the twin's A, overwritten
-        gpu.rebuild(chunk, topics, ssc, b, non_zeros)
+        own_at = cupy.full(chunk.tokens + 5, -7, cupy.int32) if writes_positions else None
+        gpu.rebuild(chunk, topics, ssc, b, non_zeros, own_at)
+        if writes_positions:  # each token's topic's non-zero in the new A, none left out
+            got = cupy.asnumpy(own_at)
+            np.testing.assert_array_equal(got[:chunk.tokens], _own_positions(chunk, cupy.asnumpy(chunk.z)))
+            assert (got[:chunk.tokens] >= 0).all() and (got[chunk.tokens:] == -7).all()
         doc_ptr_c, n_keys = cupy.asnumpy(chunk.doc_ptr), cupy.asnumpy(chunk.n_keys)
         for d in range(chunk.documents):
             a_idx.append(cupy.asnumpy(chunk.a_idx[doc_ptr_c[d]:doc_ptr_c[d] + n_keys[d]]))

@@ -27,6 +27,12 @@ def _warp_grid(items: int, grid_stride: bool = False, block: int = BLOCK) -> int
     return min(blocks, _resident_blocks(block)) if grid_stride else blocks
 
 
+def _thread_grid(items: int) -> int:
+    """Blocks of BLOCK threads for a thread per item in a grid-stride loop: no more than the
+    GPU holds at once."""
+    return max(1, min(-(-items // BLOCK), _resident_blocks()))
+
+
 def _resident_blocks(block: int = BLOCK) -> int:
     return multiprocessors() * (2048 // block)
 
@@ -180,7 +186,7 @@ def long_positions(doc_ptr: np.ndarray) -> np.ndarray:
 
 
 def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration, by_word: bool,
-           threads: int = 0, denominator=None, counters=None, own_at=None) -> None:
+           threads: int = 0, denominator=None, counters=None, own_at=None, own_at_written: bool = False) -> None:
     """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
     warp per token in document order (G0), or a block per word segment (G1 on); blocks of
     `threads` (a multiple of W), or (0) the sizes chosen below. With B^'s `denominator`,
@@ -188,17 +194,19 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     iteration: the draws' iteration, an int or a device uint32 holding it (a run's, which
     next_iteration advances, so that a captured iteration draws anew at each replay).
     counters: two int32 zeros for the segments' dynamic schedule (a run's, which
-    next_iteration zeroes), or None: made here. own_at: int32 room for the chunk's tokens
-    where the own topic is left out (a run's, so that a captured iteration allocates
-    nothing), or None: made here."""
+    next_iteration zeroes), or None: made here. own_at: int32 room for the chunk's tokens'
+    own topics' non-zeros in A where the own topic is left out (a run's, so that a captured
+    iteration allocates nothing), or None: made here; found here (saber_own_positions)
+    unless own_at_written: the chunk's rebuild wrote them (rebuild_writes_positions)."""
     import cupy
 
     tokens = chunk.tokens
     if denominator is not None:
         check_without_own(structures.kind)
         own_at = cupy.empty(tokens, cupy.int32) if own_at is None else own_at[:tokens]
-        _launch("saber_own_positions", (max(1, min(-(-tokens // BLOCK), _resident_blocks())),), (BLOCK,), (
-            np.int32(tokens), chunk.doc_of, chunk.doc_ptr, chunk.n_keys, chunk.a_idx, chunk.z, own_at))
+        if not own_at_written:
+            _launch("saber_own_positions", (_thread_grid(tokens),), (BLOCK,), (
+                np.int32(tokens), chunk.doc_of, chunk.doc_ptr, chunk.n_keys, chunk.a_idx, chunk.z, own_at))
     if isinstance(iteration, (int, np.integer)):
         iteration = cupy.full(1, iteration, cupy.uint32)
     topics = int(bhat.shape[1])
@@ -298,17 +306,29 @@ def _blocks_per_sm(shared: int, threads: int, registers: int = 0) -> int:
     return max(1, min(2048 // threads, shared_per_sm // (shared + 1024), by_registers))  # 1 KiB reserved a block
 
 
-def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None) -> None:
+def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None, own_at=None) -> None:
     """The M-step of one chunk: its A from its z (in place: the chunk is sampled), by SSC
     (G3 on) or one sort of its tokens by (document, topic) (G0-G2); its tokens added to B,
-    and its number of non-zeros of A to non_zeros (a uint64 on the device; None: dropped)."""
+    and its number of non-zeros of A to non_zeros (a uint64 on the device; None: dropped).
+    own_at (only where rebuild_writes_positions): room for each token's own topic's non-zero
+    in the new A, which the next left-out draw reads (e_step's own_at_written)."""
     import cupy
 
     non_zeros = cupy.zeros(1, cupy.uint64) if non_zeros is None else non_zeros
-    (_segmented_count if ssc else _count_by_sorting)(chunk, topics, non_zeros)
+    if ssc:
+        _segmented_count(chunk, topics, non_zeros, own_at)
+    else:
+        _count_by_sorting(chunk, topics, non_zeros)
     tokens = chunk.tokens
-    _launch("saber_word_counts", (max(1, min(-(-tokens // BLOCK), _resident_blocks())),), (BLOCK,),
+    _launch("saber_word_counts", (_thread_grid(tokens),), (BLOCK,),
             (np.int32(tokens), chunk.words, chunk.z, np.int32(topics), b))
+
+
+def rebuild_writes_positions(topics: int, ssc: bool) -> bool:
+    """Whether rebuild, given room, writes each token's own topic's non-zero in the new A: SSC's
+    histogram count does (K <= HISTOGRAM_TOPICS), a table lookup a token in its shared memory;
+    elsewhere the draw finds them (saber_own_positions)."""
+    return ssc and topics <= HISTOGRAM_TOPICS
 
 
 def on_device_only(chunk: ChunkArrays, topics: int, ssc: bool) -> bool:
@@ -340,18 +360,21 @@ def _count_by_sorting(chunk: ChunkArrays, topics: int, non_zeros) -> None:
     non_zeros += keys.size
 
 
-def _segmented_count(chunk: ChunkArrays, topics: int, non_zeros) -> None:
+def _segmented_count(chunk: ChunkArrays, topics: int, non_zeros, own_at) -> None:
     """A by a segmented count per document (SSC, Fig. 8): up to HISTOGRAM_TOPICS topics, a
-    warp per document counts them in a histogram in shared memory; beyond, a warp per
-    document sorts its topics in shared memory, a block per document longer than SSC_CAP,
-    and the segments of documents longer than LONG_CAP are sorted by cupy first."""
+    warp per document counts them in a histogram in shared memory (and, given own_at, writes
+    each token's non-zero there); beyond, a warp per document sorts its topics in shared
+    memory, a block per document longer than SSC_CAP, and the segments of documents longer
+    than LONG_CAP are sorted by cupy first."""
     import cupy
 
     if topics <= HISTOGRAM_TOPICS:
         _launch("saber_histogram_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
             chunk.doc_ptr, np.int32(chunk.documents), chunk.z, np.int32(topics), chunk.a_idx, chunk.a_val,
-            chunk.n_keys, non_zeros), shared_mem=topics * 4 * (BLOCK // W))
+            chunk.n_keys, non_zeros, NULL if own_at is None else own_at[:chunk.tokens]),
+            shared_mem=topics * 4 * (BLOCK // W))
         return
+    assert own_at is None, "only the histogram count writes the own topics' positions"
     sorted_z, scratch = chunk.z, chunk.z  # scratch: the run starts of the documents cupy sorts
     if chunk.long_positions.size:  # one radix sort of (document, topic) keys
         sorted_z, scratch = chunk.z.copy(), cupy.empty(chunk.tokens, cupy.int32)

@@ -939,13 +939,15 @@ CLAIMS = (
           rule=f"delayed-gibbs's median tokens/s at least {DG_SLACK} of G4's in the same saber-fit run and setting "
                "on every real corpus measured",
           why="delayed-gibbs leaves each token's own topic out of A, B and n_k by an exact one-topic correction, "
-              "work that G4 does not do: a kernel of its own first finds each token's own topic's non-zero in A_d "
-              "(a thread per token, a binary search); in the draw each token reads its correction (32 bytes more "
-              "than G4's token) and moves the lanes from its own by it, and a draw from the word's tree reads its "
-              "own topic's interval first. `bench profile saber-fit` (kos and nips, K = 1024, H200; each kernel's "
-              "time in saber-fit-profile.csv) splits the gap between the three kernels: the word segments' (its extra "
-              "work a token, the larger share), the positions', and the short segments' (B^_v read in place, "
-              "where a left-out token's longer chain of loads is least hidden).",
+              "work that G4 does not do: each token's own topic's non-zero in A_d is written by the rebuild that "
+              "precedes the draw (SSC's histogram count reads it from its table in shared memory, at no "
+              "measurable cost; where K exceeds 1024 or the chunks stream, a kernel of its own searches for it); "
+              "in the draw each token "
+              "reads its correction (32 bytes more than G4's token) and moves the lanes from its own by it, and a "
+              "draw from the word's tree reads its own topic's interval first. `bench profile saber-fit` (kos and "
+              "nips, K = 1024, H200; each kernel's time in saber-fit-profile.csv) splits the gap between the word "
+              "segments' kernel (its extra work a token at the same issue rate, the larger share) and the short "
+              "segments' (B^_v read in place, where a left-out token's longer chain of loads is least hidden).",
           recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "
           "320 GB at K = 100 / 1k / 10k; B + B^ 0.108 / 1.08 / 10.8 GB", _table2,

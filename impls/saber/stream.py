@@ -40,7 +40,8 @@ GIB = 2**30
 # the rebuild's temporaries at their peak (the sort of G0-G2 in cupy.unique: the int64
 # keys, their copy, the radix sort's buffer, the mask, the run starts and counts; more than
 # SSC needs, and room beside them for the own topic's positions where a draw leaves it out:
-# 4 bytes a token). Per document: doc_ptr, n_keys and the sort's bounds.
+# 4 bytes a token, of every chunk where resident and SSC's rebuild writes them). Per
+# document: doc_ptr, n_keys and the sort's bounds.
 LAYOUT_BYTES_PER_TOKEN = 6 * 4
 STATE_BYTES_PER_TOKEN = 3 * 4
 WORK_BYTES_PER_TOKEN = 64
@@ -205,13 +206,14 @@ class _Shard:
     where streaming, their slots; on the device, the iteration being drawn, the dynamic
     schedules' counters of every chunk, the iteration's non-zeros of A and every iteration's,
     which the end of each iteration (gpu.next_iteration) advances, and, with the own topic left
-    out, each worker's room for its chunk's own-topic positions, so that an iteration needs
-    neither an allocation nor the host's attention, and one captured as a CUDA graph can be
-    replayed. The streams are blocking ones, so that work on the GPU's legacy null stream
+    out, room for the own topics' positions in A (each resident chunk's, where its rebuild
+    writes them for its next draw, else each worker's, where the draw finds them), so that an
+    iteration needs neither an allocation nor the host's attention, and one captured as a
+    CUDA graph can be replayed. The streams are blocking ones, so that work on the GPU's legacy null stream
     (the initial counts, pre-processing, the all-reduce) and the workers' stay ordered."""
 
     def __init__(self, corpus: Corpus, gpu_id: int, topics: int, workers: int, structure: str, iterations: int,
-                 without_own: bool):
+                 without_own: bool, ssc: bool):
         import cupy
 
         self.device = cupy.cuda.Device(gpu_id)
@@ -227,8 +229,19 @@ class _Shard:
             self.counters = cupy.zeros((len(self.chunks), 2), cupy.int32)
             self.non_zeros = cupy.zeros(1, cupy.uint64)
             self.series = cupy.zeros(iterations, cupy.uint64)
-            longest = max(corpus.host[i].tokens for i in self.chunks)
-            self.own_at = [cupy.empty(longest, cupy.int32) for _ in self.streams] if without_own else None
+            self.own_at_written = without_own and corpus.device is not None and \
+                gpu.rebuild_writes_positions(topics, ssc)
+            sizes = [corpus.host[i].tokens for i in self.chunks] if self.own_at_written else \
+                [max(corpus.host[i].tokens for i in self.chunks)] * len(self.streams)
+            self.own_at = [cupy.empty(size, cupy.int32) for size in sizes] if without_own else None
+
+    def own_at_of(self, position: int):
+        """The room for the own topics' positions of the chunk at `position` (None: counted)."""
+        return None if self.own_at is None else self.own_at[position % len(self.own_at)]
+
+    def rebuild(self, chunk: gpu.ChunkArrays, position: int, topics: int, ssc: bool, non_zeros=None) -> None:
+        """The chunk's A and its tokens in B; the own topics' positions where it writes them."""
+        gpu.rebuild(chunk, topics, ssc, self.b, non_zeros, self.own_at_of(position) if self.own_at_written else None)
 
     def end_iteration(self) -> None:
         gpu.next_iteration(self.iteration, self.non_zeros, self.series, self.counters)
@@ -328,7 +341,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
 
     host = corpus.host
     documents = sum(c.documents for c in host)
-    shards = [_Shard(corpus, g, topics, workers, structure, iterations, without_own) for g in range(corpus.gpus)]
+    shards = [_Shard(corpus, g, topics, workers, structure, iterations, without_own, ssc) for g in range(corpus.gpus)]
 
     with ctx.untimed():  # the initial topics and counts
         z = model.initial_topics(sum(c.tokens for c in host), topics, seed)
@@ -338,7 +351,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
                     chunk = host[index]
                     placed, slot = shard.place(corpus, position, gpu.ChunkArrays.LAYOUT)
                     placed.z.set(z[chunk.first_token:chunk.first_token + chunk.tokens])
-                    gpu.rebuild(placed, topics, ssc, shard.b)
+                    shard.rebuild(placed, position, topics, ssc)
                     if slot:
                         slot.copy_out(placed, chunk)
         _sum_counts(shards)
@@ -359,9 +372,9 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
         with phase("sample"):
             gpu.e_step(placed, shard.model.bhat, shard.model.structures, seed, shard.iteration, by_word, threads,
                        shard.model.denominator if without_own else None, shard.counters[position],
-                       shard.own_at[position % len(shard.own_at)] if without_own else None)
+                       shard.own_at_of(position), shard.own_at_written)
         with phase("rebuild"):
-            gpu.rebuild(placed, topics, ssc, shard.b, shard.non_zeros)
+            shard.rebuild(placed, position, topics, ssc, shard.non_zeros)
         with phase("transfer"):
             if slot:
                 slot.copy_out(placed, host[shard.chunks[position]])

@@ -23,13 +23,15 @@
 //                       segments' kernels _left_out); blocks of up to 512 threads, three an
 //                       SM (_wide: up to 1024)
 //   saber_own_positions  with the own topic left out, each token's own topic's non-zero in A_d,
-//                       a thread per token, before the draws
+//                       a thread per token, before the draws (where the rebuild did not
+//                       write them: saber_histogram_count does)
 //   saber_own_topic_draws  a probe for the tests: the own-topic correction and the tree's draw
 //                       of given (word, u2, own topic), a warp each
 //   saber_word_counts   B from the new topics, by integer atomics
 //   saber_next_iteration  the end of an iteration on the device (a CUDA graph replays it)
 //   saber_histogram_count  SSC (G3 on) for K <= 1024: A of a chunk's documents, a warp per document
-//                       counting its topics in shared memory
+//                       counting its topics in shared memory (and, given room, each token's
+//                       own topic's non-zero in the new A for the next left-out draw)
 //   saber_segmented_count  SSC for larger K: a warp per document sorting its topics (_long: a
 //                       block per document too long for a warp's shared memory)
 
@@ -286,7 +288,8 @@ extern "C" __global__ void saber_own_topic_draws(const float* bhat, int topics, 
 
 // One chunk's tokens (positions local to it, int32) and the counts A of its documents:
 // document d's non-zeros are a_idx/a_val[a_start[d], a_start[d] + a_count[d]); with the own
-// topic left out, own_at[p] is token p's own topic's non-zero (saber_own_positions).
+// topic left out, own_at[p] is token p's own topic's non-zero (saber_own_positions, or the
+// rebuild's saber_histogram_count).
 struct Chunk {
   long long first_token;  // the corpus's id of position 0: the draws' counter
   const int *doc_of, *words, *a_start, *a_count, *a_idx, *a_val, *own_at;
@@ -583,10 +586,12 @@ extern "C" __global__ void saber_next_iteration(unsigned* iteration, unsigned lo
 // For K up to HISTOGRAM_TOPICS, a warp per document of any length counts its topics in a
 // histogram of K ints in its shared memory, then reads it in topic order (zeroing it for
 // the next document): O(n / 32 + K / 32) steps a document, no sort. The same keys and
-// counts as the sort below.
+// counts as the sort below. Given own_at (not null), the histogram holds each topic's
+// non-zero once counted, and each token's is written to own_at: the next left-out draw's
+// positions, a shared-memory read a token where saber_own_positions searches A_d in L2.
 extern "C" __global__ void saber_histogram_count(const int* doc_ptr, int documents, const int* z, int topics,
                                                  int* keys, int* counts, int* n_keys,
-                                                 unsigned long long* non_zeros) {
+                                                 unsigned long long* non_zeros, int* own_at) {
   extern __shared__ int shared_ints[];
   const int lane = threadIdx.x & 31;
   int* histogram = shared_ints + (threadIdx.x >> 5) * topics;
@@ -607,9 +612,15 @@ extern "C" __global__ void saber_histogram_count(const int* doc_ptr, int documen
         const int at = first + r + __popc(ballot & ((1u << lane) - 1));
         keys[at] = k;
         counts[at] = count;
-        histogram[k] = 0;
+        histogram[k] = own_at ? at : 0;
       }
       r += __popc(ballot);
+    }
+    if (own_at) {
+      __syncwarp();  // every topic's non-zero is in the histogram before the tokens read it
+      for (int i = lane; i < n; i += W) own_at[first + i] = histogram[z[first + i]];
+      __syncwarp();  // ... and read before it is zeroed
+      for (int i = lane; i < n; i += W) histogram[z[first + i]] = 0;
     }
     if (lane == 0) n_keys[d] = r;
     found += r;
