@@ -138,9 +138,21 @@ def test_the_strip_kernels_splits_cover_p_in_whole_vectors(monkeypatch, m, n, ba
     monkeypatch.setattr(gpu, "multiprocessors", lambda: 132)
     for precision in ("f32", "f64"):
         *config, splits, split_len = gpu.strip_config(m, n, batch, precision, "lin")
-        assert tuple(config) in gpu.STRIPS[precision, "lin"]
+        assert tuple(config) in gpu.STRIPS[precision, "lin"] + (gpu.WHOLE[precision, "lin"],)
         assert split_len % 4 == 0 and (splits - 1) * split_len < m <= splits * split_len
         assert (splits > 1) == split
+
+
+def test_strip_takes_a_warp_per_pair_where_the_batch_fills_the_gpu_and_the_pair_fits(monkeypatch):
+    from impls.sumrv import gpu
+
+    monkeypatch.setattr(gpu, "multiprocessors", lambda: 132)
+    assert gpu.strip_config(256, 256, 4096, "f32", "lin")[:4] == gpu.WHOLE["f32", "lin"]
+    assert gpu.strip_config(512, 512, 65536, "f32", "log")[:4] == gpu.WHOLE["f32", "log"]
+    assert gpu.strip_config(128, 896, 4096, "f64", "lin")[4:] == (1, 128)  # never split
+    for m, n, batch, precision, space in [(256, 256, 1024, "f32", "lin"), (64, 64, 65536, "f32", "lin"),
+                                          (1024, 1024, 4096, "f32", "lin"), (256, 256, 4096, "f64", "log")]:
+        assert gpu.strip_config(m, n, batch, precision, space)[2] > 0, (m, n, batch, precision, space)
 
 
 def test_log_space_splits_j_sooner_an_exp_a_term(monkeypatch):

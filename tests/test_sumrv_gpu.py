@@ -80,6 +80,33 @@ def test_strip_log_by_shift_keeps_the_bound_and_leaves_wide_pairs_to_the_per_out
             assert np.all(error <= bound), (shift, view, error.max())
 
 
+@pytest.mark.parametrize("batch, m, n", [(3, 1, 70), (2, 33, 65), (5, 64, 64), (3, 128, 100), (2, 300, 7),
+                                         (4, 256, 256), (2, 511, 513)])
+@pytest.mark.parametrize("precision, space", sorted(gpu.WHOLE))
+def test_strip_with_a_warp_per_pair_is_exact_on_dyadic_inputs_and_within_the_log_bound(cupy, batch, m, n, precision,
+                                                                                       space):
+    """The warp-per-pair strip kernels (gpu.WHOLE, forced at any batch), on packed rows and on
+    row-strided views (rows not 16-byte aligned: scalar staging); m + n = 1024 takes more
+    than the 48 KiB of shared memory a launch gets without asking in f64."""
+    log = space == "log"
+    p, q = make_inputs(batch, m, n, precision, "random" if log else "dyadic", [m, n, 11])
+    if log:
+        p, q = np.log(p), np.log(q)
+    expected = cpu.reference(p, q, log)
+
+    def row_strided(v):
+        buffer = cupy.zeros((v.shape[0], v.shape[1] + 3), dtype=v.dtype)
+        buffer[:, 1:-2] = cupy.asarray(v)
+        return buffer[:, 1:-2]
+
+    for view in (cupy.asarray, row_strided):
+        got = gpu.strip(view(p), view(q), log, configs=(gpu.WHOLE[precision, space],), shift=False).get()
+        if log:
+            assert np.all(log_errors(got, expected) <= tolerance(precision, m, n, expected, True, True)), view
+        else:
+            assert np.array_equal(got, expected), view
+
+
 @pytest.mark.parametrize("batch, m, n, log", [(1, 32, 32, False), (4096, 1024, 1024, False), (1, 256, 256, True)])
 def test_auto_runs_the_fastest_candidate_it_timed_and_keeps_it(cupy, batch, m, n, log):
     p, q = (cupy.asarray(a) for a in make_inputs(batch, m, n, "f32", "random", [m, n, 3]))

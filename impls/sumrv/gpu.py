@@ -32,6 +32,15 @@ STRIPS = {("f32", "lin"): ((128, 8, 256, 2), (128, 16, 512, 2)),
           ("f32", "log"): ((128, 4, 128, 4),),
           ("f64", "lin"): ((128, 8, 256, 2),),
           ("f64", "log"): ((128, 4, 128, 4),)}
+# A warp per pair (chunk 0: the warp stages the pair's p and q once, whole, and computes
+# every strip of the pair from them, so that a narrow strip stages no more than a wide one)
+# where the batch fills the GPU, both lengths are at least WHOLE_MIN and a warp's shared
+# memory holds the pair (m + n at most WHOLE_VALUES): a scratch comparison on an H200 at
+# m = n = 64..512, batch 1024..65536 found it 1.02-1.38x faster than the chunked strip at
+# batch >= 4096 and m = n >= 128 (f32 lin at m = n = 128, batch 4096: 0.97x), slower at
+# batch 1024 and (f32 log apart) at m = n = 64, and in f64 log slower everywhere (it spills).
+WHOLE = {("f32", "lin"): (128, 16, 0, 4), ("f64", "lin"): (128, 8, 0, 4), ("f32", "log"): (128, 4, 0, 4)}
+WHOLE_BATCH, WHOLE_MIN, WHOLE_VALUES = 4096, 128, 1024
 # Where a launch would have fewer than MIN_WARPS_PER_SM warp strips per SM, the j range is
 # split until it has WARPS_PER_SM (enough to hide latency) ...
 MIN_WARPS_PER_SM, WARPS_PER_SM = 8, 32
@@ -119,10 +128,16 @@ def strip_width(config: tuple[int, ...]) -> int:
 
 def strip_config(m: int, n: int, batch: int, precision: str, space: str,
                  configs: tuple | None = None) -> tuple[int, ...]:
-    """(threads, outputs per slot, chunk, lane groups, splits, split length) of the strip kernel."""
+    """(threads, outputs per slot, chunk, lane groups, splits, split length) of the strip
+    kernel; chunk 0: a warp per pair, never split."""
+    whole = WHOLE.get((precision, space))
+    if configs is None and whole and batch >= WHOLE_BATCH and min(m, n) >= WHOLE_MIN and m + n <= WHOLE_VALUES:
+        configs = (whole,)
     configs = configs or STRIPS[precision, space]
     fitting = [c for c in configs if strip_width(c) <= min(m, n)]
     config = fitting[-1] if fitting else configs[0]
+    if config[2] == 0:
+        return (*config, 1, m)
     strips = batch * -(-(m + n - 1) // strip_width(config))
     few = strips < MIN_WARPS_PER_SM * multiprocessors() and batch * m * n >= SPLIT_TERMS[space]
     wanted = -(-WARPS_PER_SM * multiprocessors() // strips) if few else 1
@@ -136,8 +151,8 @@ def strip(p, q, log: bool, configs: tuple | None = None, shift: bool | None = No
     """Ours: a strip of outputs per warp, register tiles, no atomics (deterministic). In log
     space, from LOG_BY_SHIFT_TERMS, first by a shift per pair where no term can underflow
     (kernels/sumrv.cu), then per output for the pairs left. `configs` replaces the
-    precision's STRIPS of the space (the shift's linear kernel keeps its own) and `shift`
-    forces that choice (to compare them)."""
+    precision's STRIPS and WHOLE of the space (the shift's linear kernel keeps its own) and
+    `shift` forces that choice (to compare them)."""
     import cupy
 
     # The kernel reads rows with unit stride: a strided view is copied (the other kernels take strides).
@@ -160,11 +175,11 @@ def _strip_into(r, p, q, log: bool, configs: tuple | None, done) -> None:
 
     # 16 bytes a lane where every row starts at a multiple of 16 (the kernel's VECTOR)
     vector = (p.data.ptr | q.data.ptr | p.strides[0] | q.strides[0]) % 16 == 0
-    launch, grid, block, args, splits, combine = _strip_launch(*p.shape, q.shape[1], p.dtype, log, configs,
-                                                               p.strides[0], q.strides[0], vector)
+    launch, grid, block, shared, args, splits, combine = _strip_launch(*p.shape, q.shape[1], p.dtype, log, configs,
+                                                                       p.strides[0], q.strides[0], vector)
     partial = cupy.empty(splits * r.size, dtype=p.dtype) if splits > 1 else r
     done = _NULL if done is None else done
-    launch(grid, block, (p, args[0], q, args[1], r, args[2], partial, done, *args[3:]))
+    launch(grid, block, (p, args[0], q, args[1], r, args[2], partial, done, *args[3:]), shared_mem=shared)
     if combine:
         launch, grid, block = combine
         launch(grid, block, (partial, r, args[2], np.int64(1), done, *args[3:7]))
@@ -176,24 +191,39 @@ _NULL = np.uint64(0)  # a null pointer
 @cache
 def _strip_launch(batch: int, m: int, n: int, dtype: np.dtype, log: bool, configs: tuple | None, p_stride: int,
                   q_stride: int, vector: bool) -> tuple:
-    """The strip kernel's launch for a shape (kernel, grid, block, its scalar arguments),
-    and the combine's when it splits: a call then costs the launch itself, not its
-    planning (what a caller in a loop pays per call)."""
+    """The strip kernel's launch for a shape (kernel, grid, block, dynamic shared memory, its
+    scalar arguments), and the combine's when it splits: a call then costs the launch
+    itself, not its planning (what a caller in a loop pays per call)."""
     suffix = f"{PRECISION[dtype]}_{'log' if log else 'lin'}"
     threads, per_slot, chunk, groups, splits, split_len = strip_config(m, n, batch, PRECISION[dtype],
                                                                        "log" if log else "lin", configs)
-    warp_strips = batch * -(-(m + n - 1) // strip_width((threads, per_slot, chunk, groups))) * splits
-    # A block per threads / 32 warp strips, not a grid-stride: strips differ in cost (those at
-    # the ends of a pair meet fewer j), and the block scheduler hands out the next as SMs free up.
+    config = threads, per_slot, chunk, groups
+    # A block per threads / 32 warp strips (chunk 0: pairs), not a grid-stride: strips differ in
+    # cost (those at the ends of a pair meet fewer j), and the block scheduler hands out the
+    # next as SMs free up.
+    warp_items = batch if chunk == 0 else batch * -(-(m + n - 1) // strip_width(config)) * splits
     launch = kernel(f"sumrv_strip_{threads}x{per_slot}x{chunk}x{groups}_{suffix}")
     itemsize = np.dtype(dtype).itemsize
+    shared = threads // 32 * whole_pair_values(m, n, config, itemsize) * itemsize if chunk == 0 else 0
+    if shared and shared > launch.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
+        launch.max_dynamic_shared_size_bytes = shared
     vector = vector and (m * itemsize) % 16 == 0 and (n * itemsize) % 16 == 0
     args = (np.int64(p_stride // itemsize), np.int64(q_stride // itemsize), np.int64(m + n - 1), np.int32(m),
             np.int32(n), np.int64(batch), np.int32(splits), np.int32(split_len), np.int32(vector))
     combine = None
     if splits > 1:
         combine = (kernel(f"sumrv_split_combine_{suffix}"), (_grid(batch * (m + n - 1), BLOCK),), (BLOCK,))
-    return launch, (-(-warp_strips // (threads // 32)),), (threads,), args, splits, combine
+    return launch, (-(-warp_items // (threads // 32)),), (threads,), shared, args, splits, combine
+
+
+def whole_pair_values(m: int, n: int, config: tuple[int, ...], itemsize: int) -> int:
+    """Values of shared memory a warp of the warp-per-pair strip kernel holds (kernels/sumrv.cu
+    strip_whole): p in whole steps, then q from -(those + a step) to the last strip's end,
+    padded by 16 bytes every step."""
+    per_slot, per16 = config[1], 16 // itemsize
+    p_values = -(-m // per_slot) * per_slot
+    q_values = -(-(m + n - 1) // strip_width(config)) * strip_width(config) + p_values + per_slot
+    return p_values + q_values + q_values // per_slot * per16 + per16
 
 
 def _strip_log_by_shift(p, q, r):
@@ -328,7 +358,8 @@ def kernel_names() -> list[str]:
         names += [f"sumrv_{k}_{precision}_{space}" for k in
                   ("naive", "skewdiag", "skewdiag_det", "skewdiag_combine", "split_combine")]
         names += [f"sumrv_shift_{k}_{precision}" for k in ("exp", "log") if space == "log"]
-        names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs]
+        whole = (WHOLE[precision, space],) if (precision, space) in WHOLE else ()
+        names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs + whole]
     return names
 
 

@@ -67,8 +67,8 @@ MN_GRID = Recipe(
              "sumrv-profile-"),
     note="The profile figures (sumrv-profile-roofline, -stalls) come from `bench profile sumrv -a m=N -a n=N "
          "-a batch=1024 --precision f32,f64 --space lin --variant strip --kernels strip` at N = 256, 1024 and "
-         "4096 (Nsight Compute, the kernel alone at the clocks the peaks were measured at), a command of its own: "
-         "the causes of the FMA-peak claim come from it.")
+         "4096, and at N = 256 with batch 65536 (a warp per pair) (Nsight Compute, the kernel alone at the clocks "
+         "the peaks were measured at), commands of their own: the causes of the FMA-peak claim come from them.")
 
 BATCH_SCALING = Recipe(
     "batch-scaling", "ours: the cost of a call against the batch at m = n = 256",
@@ -230,7 +230,7 @@ def _crossover(results) -> Measured | None:
 
 
 def _profiled(results, precision: str = "f32") -> dict:
-    """m -> strip's kernel alone at m = n in linear space in the newest `bench profile`:
+    """(m, batch) -> strip's kernel alone at m = n in linear space in the newest `bench profile`:
     batch, seconds, useful and issued fractions of the FMA peak (the profile run's), warps
     active % and issue slots busy %; {} without one."""
     from bench.figures import latest_profile
@@ -246,17 +246,18 @@ def _profiled(results, precision: str = "f32") -> dict:
     if rows.empty or not peak:
         return {}
 
-    def counter(m, metric):
-        value = rows.loc[(rows["m"] == m) & (rows["metric"] == metric), "value"]
+    def counter(m, batch, metric):
+        value = rows.loc[(rows["m"] == m) & (rows["batch"] == batch) & (rows["metric"] == metric), "value"]
         return float(value.iloc[0]) if len(value) else float("nan")
 
     out = {}
     for _, rate in kernel_rates(rows).dropna(subset=["seconds"]).iterrows():
         m, batch, seconds = int(rate["m"]), int(rate["batch"]), float(rate["seconds"])
-        out[m] = {"batch": batch, "seconds": seconds, "useful": 2 * m * m * batch / seconds / 1e9 / peak,
-                  "issued": rate[f"flops_{precision}"] / seconds / 1e9 / peak,
-                  "warps": counter(m, "sm__warps_active.avg.pct_of_peak_sustained_active"),
-                  "busy": counter(m, "sm__issue_active.avg.pct_of_peak_sustained_elapsed")}
+        out[m, batch] = {"batch": batch, "seconds": seconds, "useful": 2 * m * m * batch / seconds / 1e9 / peak,
+                         "issued": rate[f"flops_{precision}"] / seconds / 1e9 / peak,
+                         "kernel": rate["kernel"],
+                         "warps": counter(m, batch, "sm__warps_active.avg.pct_of_peak_sustained_active"),
+                         "busy": counter(m, batch, "sm__issue_active.avg.pct_of_peak_sustained_elapsed")}
     return out
 
 
@@ -276,11 +277,10 @@ def _fma_peak(results) -> Measured | None:
     text = "per call, m = n = " + "; ".join(parts)
     profiled = _profiled(results)
     if profiled:
-        text += (". The kernel alone (bench profile, batch " + "/".join(sorted({str(k["batch"]) for k in
-                                                                                profiled.values()})) + "): "
-                 + "; ".join(f"{m}: {k['useful']:.3f} in useful FMAs, {k['issued']:.3f} in issued ones, "
-                             f"{k['warps']:.0f}% of warps active, issue slots {k['busy']:.0f}% busy"
-                             for m, k in sorted(profiled.items())))
+        text += (". The kernel alone (bench profile): "
+                 + "; ".join(f"{m} at batch {batch} ({k['kernel']}): {k['useful']:.3f} in useful FMAs, "
+                             f"{k['issued']:.3f} in issued ones, {k['warps']:.0f}% of warps active, issue slots "
+                             f"{k['busy']:.0f}% busy" for (m, batch), k in sorted(profiled.items())))
     return Measured(float(fractions.min()), text)
 
 
@@ -400,7 +400,8 @@ def _fft_accuracy(results) -> Measured | None:
 
 def _call_cost(results) -> Measured | None:
     df = _gpu(results.frame(SUITE))
-    kernel = _profiled(results).get(BIG)
+    at_big = [k for (m, _), k in sorted(_profiled(results).items()) if m == BIG]
+    kernel = at_big[0] if at_big else None  # the smallest batch profiled
     if df.empty or kernel is None:
         return None
     rows = df[(df["variant"] == OURS) & (df["m"] == BIG) & (df["n"] == BIG) & (df["precision"] == "f32")
@@ -528,13 +529,15 @@ CLAIMS = (
           _fma_peak, lambda v: v >= 0.5,
           f"holds if strip's median fraction of the FMA peak (f32, linear space) is at least 0.5 at every m = n >= "
           f"{BIG}, batch >= 1024 measured",
-          why="At m = n = 256 (from the profile, `bench profile` on the mn-grid recipe's points): (1) a call costs "
-              "CuPy's Python allocation and launch on the CPU, more than the kernel, so at batch 1024 the call is "
-              "bound by the CPU (the call-cost claim); (2) a warp's strip of outputs meets twice the values of j "
-              "that each output needs, so about half the FMAs issued fall on the zero padding (the profile's "
-              "useful against issued FMAs); narrower strips were measured and are slower, staging the same p and "
-              "more q per strip and reducing more lane groups; (3) the grid is too small to fill the SMs: few warps "
-              "an SM (sm__warps_active) and issue slots far from busy (sm__issue_active).",
+          why="At m = n = 256 (from the profile, `bench profile` on the mn-grid recipe's points and at batch "
+              "65536): (1) a call costs CuPy's Python allocation and launch on the CPU, more than the kernel, so at "
+              "batch 1024 the call is bound by the CPU (the call-cost claim); (2) there a warp's strip of 256 "
+              "outputs meets twice the values of j that each output needs, so about half the FMAs issued fall on "
+              "the zero padding (the profile's useful against issued FMAs), and the grid is too small to fill the "
+              "SMs (sm__warps_active, sm__issue_active); (3) from batch 4096 a warp takes a whole pair (staged "
+              "once) in strips of 128, a third of the FMAs on the padding, and its issue slots are mostly busy: "
+              "the shared-memory loads and the padding's FMAs, not the grid, bind it (a scratch comparison of 64 "
+              "outputs a strip, R = 8 or R = 16 in 8 groups, and blocks of 64 or 256 threads found none faster).",
           recipe="mn-grid"),
     Claim("call-cost",
           "Ours: at m = n = 256 a GPU call's fixed cost (CuPy's Python, allocation and launch: about 15 µs) "

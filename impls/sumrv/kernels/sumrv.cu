@@ -17,6 +17,7 @@
 //   sumrv_skewdiag_combine_*  buffer that a second kernel sums in a fixed order
 //   sumrv_strip_<cfg>_*    ours: a warp computes a strip of outputs, p and q staged
 //                          in its shared memory, R outputs per thread in registers
+//                          (chunk 0 in cfg: a warp per pair, every strip of it)
 //   sumrv_split_combine_*  sums the strip kernel's partial results over j-splits
 //   sumrv_shift_exp_*      strip's log space by a shift per pair where no term can
 //   sumrv_shift_log_*      underflow: shifted exponentials, the linear kernel, logs
@@ -291,9 +292,9 @@ __device__ __forceinline__ void steps(T (&acc)[R], const T (&c)[R], const T* sp,
 // elsewhere, as far as the chunk's steps read: sp below p_end rounded up to whole steps,
 // sq from C less that (R more than the steps read). VECTOR: 16 bytes a lane at a time (p and
 // q 16-byte aligned; p_end, q_begin and q_end whole vectors, and q_begin <= q_end always).
-template <typename T, int R, int C, int Q, bool VECTOR, bool LOG>
+template <typename T, int R, bool VECTOR, bool LOG>
 __device__ __forceinline__ void stage(T* sp, T* sq, const T* p, const T* q, int p_end, int q_begin, int q_end,
-                                      int lane) {
+                                      int C, int Q, int lane) {
   const T zero = Space<T, LOG>::zero();
   const int p_read = (p_end + R - 1) / R * R, q_read = C - p_read;
   if (VECTOR) {
@@ -321,6 +322,25 @@ __device__ __forceinline__ void reduce_groups(T (&acc)[R], int lanes) {
       const T other = __shfl_xor_sync(0xffffffffu, acc[k], offset);
       acc[k] = LOG && PASS == 0 ? fmax(acc[k], other) : acc[k] + other;
     }
+  }
+}
+
+// A pass over j: log space's first takes maxima (then c, the shift of the second), the
+// others sums; at its end the lane groups' results are combined.
+template <typename T, bool LOG, int R>
+__device__ __forceinline__ void begin_pass(T (&acc)[R], int pass) {
+#pragma unroll
+  for (int k = 0; k < R; ++k) acc[k] = LOG && pass == 0 ? Math<T>::ninf() : T(0);
+}
+
+template <typename T, bool LOG, int R>
+__device__ __forceinline__ void end_pass(T (&acc)[R], T (&c)[R], int pass, int lanes) {
+  if (LOG && pass == 0) {
+    reduce_groups<T, LOG, 0>(acc, lanes);
+#pragma unroll
+    for (int k = 0; k < R; ++k) c[k] = acc[k];
+  } else {
+    reduce_groups<T, LOG, 1>(acc, lanes);
   }
 }
 
@@ -374,8 +394,7 @@ __device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r
     for (int k = 0; k < R; ++k) c[k] = Math<T>::ninf();
 #pragma unroll
     for (int pass = 0; pass < (LOG ? 2 : 1); ++pass) {
-#pragma unroll
-      for (int k = 0; k < R; ++k) acc[k] = LOG && pass == 0 ? Math<T>::ninf() : T(0);
+      begin_pass<T, LOG, R>(acc, pass);
       for (long long jc = j_lo; jc <= j_hi; jc += C) {
         __syncwarp();  // the previous chunk (or item's results) is no longer read
         // Rows are contiguous here (gpu.py copies strided views), so staging needs no
@@ -383,8 +402,8 @@ __device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r
         const int p_end = j_hi - jc + 1 < C ? (int)(j_hi - jc + 1) : C;
         const long long k0 = I - jc - C - R;
         const int q_begin = k0 < 0 ? (int)-k0 : 0, q_end = n - k0 < Q ? (int)(n - k0) : Q;
-        if (vector) stage<T, R, C, Q, true, LOG>(sp, sq, pb + jc, qb + k0, p_end, q_begin, q_end, lane);
-        else stage<T, R, C, Q, false, LOG>(sp, sq, pb + jc, qb + k0, p_end, q_begin, q_end, lane);
+        if (vector) stage<T, R, true, LOG>(sp, sq, pb + jc, qb + k0, p_end, q_begin, q_end, C, Q, lane);
+        else stage<T, R, false, LOG>(sp, sq, pb + jc, qb + k0, p_end, q_begin, q_end, C, Q, lane);
         __syncwarp();
         // The chunk's steps, split among the groups in contiguous runs.
         const int chunk_steps = (p_end + R - 1) / R, run = (chunk_steps + G - 1) / G;
@@ -393,13 +412,7 @@ __device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r
         if (LOG && pass == 0) steps<T, R, C, 0, LOG>(acc, c, sp, sq, slot, begin, end);
         else steps<T, R, C, 1, LOG>(acc, c, sp, sq, slot, begin, end);
       }
-      if (LOG && pass == 0) {
-        reduce_groups<T, LOG, 0>(acc, LANES);
-#pragma unroll
-        for (int k = 0; k < R; ++k) c[k] = acc[k];
-      } else {
-        reduce_groups<T, LOG, 1>(acc, LANES);
-      }
+      end_pass<T, LOG, R>(acc, c, pass, LANES);
     }
     // Through shared memory (sq: no longer read), so that the stores coalesce.
     __syncwarp();
@@ -410,6 +423,62 @@ __device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r
     __syncwarp();
     T* out = splits > 1 ? partial + ((long long)split * batch + b) * L : r + b * ldr;
     for (int v = lane; v < S && I + v < L; v += WARP) out[I + v] = sq[v];
+  }
+}
+
+// strip, a warp per pair (chunk 0 in its name; ours): where a pair's p and q fit a warp's
+// shared memory, the warp stages them once, whole, and computes every strip of the pair from
+// them, so that narrow strips, which waste fewer multiply-adds on the zero padding at the
+// ends of the parallelogram of terms (about S / (min(m, n) + S) of them), stage no more
+// values than wide ones. Dynamic shared memory, per warp (gpu.whole_pair_values): p rounded
+// up to whole steps (cw values), then q from -(cw + R) to strips x S, padded as above. The
+// steps are those of strip (template C = 0: the q window's offset is in its base pointer).
+template <typename T, int NT, int R, int G, bool LOG>
+__device__ void strip_whole(const T* p, long long ldp, const T* q, long long ldq, T* r, long long ldr,
+                            const unsigned char* done, int m, int n, long long batch, bool vector) {
+  typedef StripShape<T, NT, R, R, G> Shape;
+  constexpr int LANES = Shape::LANES, S = Shape::S;
+  extern __shared__ __align__(16) unsigned char whole_shared[];
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+  const int L = m + n - 1, strips = (L + S - 1) / S, cw = (m + R - 1) / R * R, qw = strips * S + cw + R;
+  T* sp = reinterpret_cast<T*>(whole_shared) + warp * (cw + padded<T, R>(qw) + per16<T>());
+  T* sq = sp + cw;
+  const int slot = lane % LANES, group = lane / LANES;
+  for (long long b = (long long)blockIdx.x * Shape::WARPS + warp; b < batch;
+       b += (long long)gridDim.x * Shape::WARPS) {
+    if (done && done[b]) continue;  // log space: a pair the shifted path computed
+    __syncwarp();  // the previous pair is no longer read
+    const T* qb = q + b * ldq - (cw + R);  // sq[padded(u)] = q[u - cw - R]
+    if (vector) stage<T, R, true, LOG>(sp, sq, p + b * ldp, qb, m, cw + R, n + cw + R, cw, qw, lane);
+    else stage<T, R, false, LOG>(sp, sq, p + b * ldp, qb, m, cw + R, n + cw + R, cw, qw, lane);
+    __syncwarp();
+    for (int I = 0; I < L; I += S) {
+      // j meets the strip where 0 <= i - j < n for some i in [I, I + S), from a whole step (the
+      // j added below meet q beyond n - 1: zero), split among the groups in contiguous runs.
+      int j_lo = I - (n - 1) > 0 ? I - (n - 1) : 0;
+      const int j_hi = I + S - 1 < m - 1 ? I + S - 1 : m - 1;
+      j_lo -= j_lo % R;
+      const int run = ((j_hi - j_lo) / R + G) / G;
+      const int begin = j_lo + group * run * R, end = min(j_hi + 1, j_lo + (group + 1) * run * R);
+      const T* sq_strip = sq + padded<T, R>(I + cw);
+      T acc[R], c[R];
+#pragma unroll
+      for (int k = 0; k < R; ++k) c[k] = Math<T>::ninf();
+#pragma unroll
+      for (int pass = 0; pass < (LOG ? 2 : 1); ++pass) {
+        begin_pass<T, LOG, R>(acc, pass);
+        if (begin < end) {
+          if (LOG && pass == 0) steps<T, R, 0, 0, LOG>(acc, c, sp, sq_strip, slot, begin, end);
+          else steps<T, R, 0, 1, LOG>(acc, c, sp, sq_strip, slot, begin, end);
+        }
+        end_pass<T, LOG, R>(acc, c, pass, LANES);
+      }
+      if (group == 0) {
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+          if (I + slot * R + k < L) r[b * ldr + I + slot * R + k] = LOG ? log_of_sum(c[k], acc[k]) : acc[k];
+      }
+    }
   }
 }
 
@@ -517,12 +586,19 @@ __device__ void shift_log(T* r, const T* stats, unsigned char* done, T limit, in
                                                                int m, int n, long long batch, int splits) { \
     split_combine<T, LOG>(partial, r, ldr, incr, done, m, n, batch, splits);                                \
   }
-// Strip configurations (threads NT, outputs per slot R, chunk C, lane groups G): gpu.py's STRIPS.
+// Strip configurations (threads NT, outputs per slot R, chunk C, lane groups G): gpu.py's STRIPS
+// and (C = 0, a warp per pair) WHOLE.
 #define STRIP(T, PREC, SP, LOG, NT, R, C, G)                                                                 \
   extern "C" __global__ void __launch_bounds__(NT) sumrv_strip_##NT##x##R##x##C##x##G##_##PREC##_##SP(       \
       const T *p, long long ldp, const T *q, long long ldq, T *r, long long ldr, T *partial,                   \
       const unsigned char *done, int m, int n, long long batch, int splits, int split_len, int vector) {     \
     strip<T, NT, R, C, G, LOG>(p, ldp, q, ldq, r, ldr, partial, done, m, n, batch, splits, split_len, vector); \
+  }
+#define STRIP_WHOLE(T, PREC, SP, LOG, NT, R, G)                                                             \
+  extern "C" __global__ void __launch_bounds__(NT) sumrv_strip_##NT##x##R##x0x##G##_##PREC##_##SP(            \
+      const T *p, long long ldp, const T *q, long long ldq, T *r, long long ldr, T *partial,                   \
+      const unsigned char *done, int m, int n, long long batch, int splits, int split_len, int vector) {     \
+    strip_whole<T, NT, R, G, LOG>(p, ldp, q, ldq, r, ldr, done, m, n, batch, vector);                        \
   }
 #define SHIFTS(T, PREC)                                                                                     \
   extern "C" __global__ void sumrv_shift_exp_##PREC(const T *p, const T *q, T *p_out, T *q_out, T *stats,    \
@@ -541,5 +617,7 @@ FOR_SPACES(SKEWDIAG, double, f64)
 STRIP(float, f32, lin, false, 128, 8, 256, 2) STRIP(float, f32, lin, false, 128, 16, 512, 2)
 STRIP(double, f64, lin, false, 128, 8, 256, 2)
 STRIP(float, f32, log, true, 128, 4, 128, 4) STRIP(double, f64, log, true, 128, 4, 128, 4)
+STRIP_WHOLE(float, f32, lin, false, 128, 16, 4) STRIP_WHOLE(double, f64, lin, false, 128, 8, 4)
+STRIP_WHOLE(float, f32, log, true, 128, 4, 4)
 SHIFTS(float, f32)
 SHIFTS(double, f64)
