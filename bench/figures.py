@@ -144,7 +144,7 @@ def stall_figure(csv_path: Path, outdir: Path, reasons_shown: int = 6) -> list[P
     table.plot.barh(stacked=True, ax=ax, width=0.7, colormap="tab10")
     ax.set(xlabel="warp cycles stalled per issued instruction, by reason", ylabel="")
     ax.invert_yaxis()
-    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the bars, never over one
     ax.grid(alpha=0.3, axis="x")
     ax.set_title(f"{csv_path.stem}: stall reasons", fontsize=10)
     return save(fig, outdir, f"{csv_path.stem}-stalls", run.caption())

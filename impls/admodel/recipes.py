@@ -69,11 +69,12 @@ RECIPES = (
     Recipe("fused-copy", "ours: the fused objective and gradient against the copy bandwidth (the target of 0.6 on "
            "sim and real-like, shuffled, float64)",
            (_evaluation("both", profiles=("quick", "paper"), l1="ldg"),),
-           figures=("fig4-combined",),
+           figures=("fig4-combined", "admodel-profile-"),
            note="The copy bandwidth is measured in every repeat beside the kernels (copy_gbps; gbps counts 23 "
            "bytes of each observation and its 26 parameter values gathered). What limits the fused kernel comes "
-           "from Nsight Compute: `bench profile admodel --dataset sim --scale 0.25 --layout shuffled,sorted "
-           "--precision f64 --op both --l1 ldg --variant fused,fused-bucketed --kernels admodel_`. Registers per "
+           "from Nsight Compute (the profile figures): `bench profile admodel -a dataset=real-like,sim -a scale=1 "
+           "-a layout=shuffled -a precision=f32,f64 -a op=both -a l1=ldg -a block=256 --variant "
+           "fused,fused-bucketed --kernels admodel_`, a command of its own. Registers per "
            "thread are capped per kernel in kernels/admodel.cu at the fastest caps of `python3 "
            "impls/admodel/profile_kernels.py` (a scan of caps and block sizes; with --profile it runs the kernels "
            "for ncu)."),
@@ -506,8 +507,13 @@ CLAIMS = (
           "and r stay random in either order: per observation three scalar gathers and three atomics that share "
           "no sector within a warp. On real-like, Zipf-skewed levels put a few gradient entries in every warp, "
           "and atomics on one address serialise in L2; its skewed path (a block's cache of gradient entries in "
-          "shared memory, a factor row carried across a run of its key in each block's contiguous range) removes most of that, and the "
-          "kernel is then bound by its instruction issue (impls/admodel/kernels/NOTES.md).", recipe="fused-copy"),
+          "shared memory, a factor row carried across a run of its key in each block's contiguous range) removes "
+          "most of that, and the kernel is then bound by its instruction issue (impls/admodel/kernels/NOTES.md). "
+          "float32 is bound alike (the profile in the recipe's note: admodel-profile.csv and its figures): "
+          "bucketed, its issue slots are about as busy as float64's and its "
+          "warps wait mostly on shared memory (the short scoreboard: the cache's atomics and the rows' sums), "
+          "DRAM and L2 far from their limits, so halving the bytes saves little time; occupancy is half the "
+          "warps (registers and shared memory).", recipe="fused-copy"),
     Claim("fit-speed", "Target (ours; the thesis never runs L-BFGS): the whole fit on the GPU (lbfgs-gpu) at least "
           "20x faster than scipy's L-BFGS-B on the CPU reference (cpu-parallel), in the same run",
           fit_speed, lambda v: v is not None and v >= 20,
