@@ -156,8 +156,9 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
     under the roof min(FMA peak, intensity x copy bandwidth), a panel per precision (that
     of most of its flops, whose flops alone it is credited with); and a table of every
     kernel, flop-less ones too (at their point's precision; flop columns blank where the run
-    did not count flops), with its fractions of the peaks. Nothing for a run without
-    peaks, time or DRAM bytes."""
+    did not count flops), with its fractions of the peaks and of the issue slots, and the
+    ceiling that binds it (memory, compute or issue). Nothing for a run without peaks, time
+    or DRAM bytes."""
     from bench.profile import kernel_rates
 
     run = latest_profile(csv_path)
@@ -179,6 +180,11 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
     rates = rates.assign(fma_frac=rates["gflops"] / peak, copy_frac=rates["gbps"] / copy,
                          roof_frac=(rates["gflops"] / roof).where(rates["flops"] > 0),
                          bound=np.where(rates["intensity"] * copy < peak, "memory", "compute"))
+    # The issue slots bound a kernel too (one instruction a cycle per scheduler): where the
+    # share of them busy exceeds the share of its roof it reaches, they are its ceiling.
+    by_issue = rates["issue_frac"] > rates["roof_frac"].fillna(rates["copy_frac"])
+    rates = rates.assign(roof_frac=rates["roof_frac"].where(~by_issue, rates["issue_frac"]),
+                         bound=rates["bound"].where(~by_issue, "issue"))
     drawn = rates[(rates["flops"] > 0) & (rates["bytes"] > 0)]  # a point of finite intensity
     precisions = sorted(drawn["precision"].unique())
     written = []
@@ -194,7 +200,7 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
                     label=f"roof: copy {copy:,.0f} GB/s, FMA {top:,.0f} GFLOP/s")
             for j, (_, kernel) in enumerate(points.iterrows()):
                 ax.scatter(kernel["intensity"], kernel["gflops"], color=f"C{j}",
-                           label=f"{kernel['label']} ({kernel['roof_frac']:.0%} of its roof)")
+                           label=f"{kernel['label']} ({kernel['roof_frac']:.0%} of its {kernel['bound']} roof)")
             ax.set(xscale="log", yscale="log", xlabel="flops per DRAM byte", ylabel="achieved GFLOP/s",
                    title=f"{precision} kernels")
             ax.grid(alpha=0.3, which="both")
@@ -202,7 +208,8 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
         fig.suptitle(f"{csv_path.stem}: roofline", fontsize=10)
         written += save(fig, outdir, f"{csv_path.stem}-roofline", run.caption() + "\nPeaks measured before the "
                         "profile in the same run (bench.peaks); flops from the thread-level FMA, add and multiply "
-                        "counters (a multiply-add counts 2); bytes: DRAM read plus written")
+                        "counters (a multiply-add counts 2); bytes: DRAM read plus written; an issue roof: the "
+                        "share of issue slots busy, where above the share of the drawn roof")
     def where_counted(column, form):  # blank where the run did not count flops
         return rates[column].map(form.format).where(counted, "")
 
@@ -213,8 +220,9 @@ def roofline_figure(csv_path: Path, outdir: Path) -> list[Path]:
                           "flops/byte": where_counted("intensity", "{:.3g}"),
                           "of FMA peak": where_counted("fma_frac", "{:.1%}"),
                           "of copy bandwidth": rates["copy_frac"].map("{:.1%}".format),
+                          "of issue slots": rates["issue_frac"].map(lambda v: "" if np.isnan(v) else f"{v:.1%}"),
                           "of its roof": rates["roof_frac"].map(lambda v: "" if np.isnan(v) else f"{v:.1%}"),
-                          "roof": rates["bound"].where(counted, "")})
+                          "roof": rates["bound"].where(counted | by_issue, "")})
     return [*written, save_text(outdir, f"{csv_path.stem}-roofline.md", run.caption().replace("\n", "; ") +
                                 "\n\n" + table.to_markdown(index=False, disable_numparse=True))]
 

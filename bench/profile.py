@@ -172,13 +172,15 @@ def profile(plan, ncu: str, metrics: list[str], kernels: str, invocation: int, o
 UNIT_SCALE = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3, "s": 1.0,
               "second": 1.0, **{f"{prefix}byte": 1000.0 ** i for i, prefix in enumerate(("", "K", "M", "G", "T"))}}
 TIME, DRAM_BYTES = "gpu__time_duration.sum", ("dram__bytes_read.sum", "dram__bytes_write.sum")
+ISSUE = "sm__issue_active.avg.pct_of_peak_sustained_elapsed"  # the issue slots' ceiling, reached as a share
 FLOPS = {"f32": ("ffma", "fadd", "fmul"), "f64": ("dfma", "dadd", "dmul")}  # a multiply-add counts 2
 
 
 def kernel_rates(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per profiled launch (its point, variant and kernel): seconds, DRAM bytes and
-    the flops of each precision, from the time, memory and flops sets; NaN where the run
-    did not collect them. A unit ncu prints that is not in UNIT_SCALE is a BenchError."""
+    """One row per profiled launch (its point, variant and kernel): seconds, DRAM bytes, the
+    flops of each precision and the share of the issue slots busy, from the time, memory,
+    flops and issue sets; NaN where the run did not collect them. A unit ncu prints that is
+    not in UNIT_SCALE is a BenchError."""
     scaled = rows["metric"].isin([TIME, *DRAM_BYTES])
     unknown = set(rows.loc[scaled & ~rows["unit"].isin([*UNIT_SCALE]), "unit"].astype(str))
     if unknown:
@@ -190,7 +192,8 @@ def kernel_rates(rows: pd.DataFrame) -> pd.DataFrame:
     def column(metric):
         return wide[metric] if metric in wide else pd.Series(float("nan"), index=wide.index)
 
-    out = pd.DataFrame({"seconds": column(TIME), "bytes": column(DRAM_BYTES[0]) + column(DRAM_BYTES[1])})
+    out = pd.DataFrame({"seconds": column(TIME), "bytes": column(DRAM_BYTES[0]) + column(DRAM_BYTES[1]),
+                        "issue_frac": column(ISSUE) / 100})
     for precision, (fma, add, mul) in FLOPS.items():
         ops = [column(f"sm__sass_thread_inst_executed_op_{op}_pred_on.sum") for op in (fma, add, mul)]
         out[f"flops_{precision}"] = 2 * ops[0] + ops[1] + ops[2]

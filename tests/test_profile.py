@@ -182,13 +182,26 @@ def test_the_roofline_of_a_profile_reports_every_kernel_against_the_runs_peaks(t
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in written[-1].read_text().splitlines()
             if line.startswith("| ")]
     assert rows[0] == ["kernel", "precision", "ms", "GFLOP/s", "GB/s", "flops/byte", "of FMA peak",
-                       "of copy bandwidth", "of its roof", "roof"]
+                       "of copy bandwidth", "of issue slots", "of its roof", "roof"]
     assert rows[1:] == [
         # 1500 of 60,000 GFLOP/s; 500 of 4000 GB/s; its roof at 3 flops a byte is 12,000 GFLOP/s
-        ["64 alg4 drawz_alg4_f32", "f32", "2", "1,500", "500", "3", "2.5%", "12.5%", "12.5%", "memory"],
+        ["64 alg4 drawz_alg4_f32", "f32", "2", "1,500", "500", "3", "2.5%", "12.5%", "", "12.5%", "memory"],
         # 2000 GFLOP/s at 1 flop a byte: half the copy roof's 4000
-        ["128 alg7 drawz_alg7_f64", "f64", "1e+03", "2,000", "2,000", "1", "6.7%", "50.0%", "50.0%", "memory"],
-        ["128 alg7 counts", "f32", "2", "0", "2,000", "0", "0.0%", "50.0%", "", "memory"]]
+        ["128 alg7 drawz_alg7_f64", "f64", "1e+03", "2,000", "2,000", "1", "6.7%", "50.0%", "", "50.0%", "memory"],
+        ["128 alg7 counts", "f32", "2", "0", "2,000", "0", "0.0%", "50.0%", "", "", "memory"]]
+
+
+def test_a_kernel_whose_issue_slots_are_busier_than_its_roof_is_bound_by_issue(tmp_path):
+    """At 12.5% of its memory roof but 80% of its issue slots busy, a kernel is bound by issue;
+    at 10% busy it keeps its memory roof."""
+    from bench.figures import roofline_figure
+
+    launches = [{**LAUNCHES[0], "counters": {**LAUNCHES[0]["counters"], profiler.ISSUE: ("%", 80.0)}},
+                {**LAUNCHES[0], "K": 128, "counters": {**LAUNCHES[0]["counters"], profiler.ISSUE: ("%", 10.0)}}]
+    written = roofline_figure(_profile_file(tmp_path, launches, PEAKS), tmp_path / "figures")
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in written[-1].read_text().splitlines()
+            if line.startswith("| ")]
+    assert [row[-3:] for row in rows[1:]] == [["80.0%", "80.0%", "issue"], ["10.0%", "12.5%", "memory"]]
 
 
 def test_a_kernel_profiled_without_the_flops_set_keeps_its_points_precision_and_blank_flop_columns(tmp_path):
@@ -202,8 +215,9 @@ def test_a_kernel_profiled_without_the_flops_set_keeps_its_points_precision_and_
     table = roofline_figure(path, tmp_path / "figures")[-1].read_text()
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()
             if line.startswith("| alg7")]
-    assert rows == [["alg7 drawz_alg7_f64", "f64", "1e+03", "2,000", "2,000", "1", "6.7%", "50.0%", "50.0%", "memory"],
-                    ["alg7 counts", "f64", "2", "", "2,000", "", "", "50.0%", "", ""]]
+    assert rows == [["alg7 drawz_alg7_f64", "f64", "1e+03", "2,000", "2,000", "1", "6.7%", "50.0%", "", "50.0%",
+                     "memory"],
+                    ["alg7 counts", "f64", "2", "", "2,000", "", "", "50.0%", "", "", ""]]
 
 
 def test_a_profile_without_peaks_has_no_roofline(tmp_path):
