@@ -257,7 +257,7 @@ def _profiled(results, precision: str = "f32") -> dict:
                          "issued": rate[f"flops_{precision}"] / seconds / 1e9 / peak,
                          "kernel": rate["kernel"],
                          "warps": counter(m, batch, "sm__warps_active.avg.pct_of_peak_sustained_active"),
-                         "busy": counter(m, batch, "sm__issue_active.avg.pct_of_peak_sustained_elapsed")}
+                         "busy": 100 * rate["issue_frac"]}
     return out
 
 
