@@ -44,13 +44,17 @@ def test_segscan_up_to_its_32_segments_gives_identical_z_and_refuses_more(precis
 
 
 def test_segscans_kernel_has_a_segment_per_lane_at_least():
-    # 128 topics a segment in f32, 64 in f64; kernels for 1, 2, 4, .., 32 segments.
+    # 128 topics a segment in f32, 64 in f64; kernels for 1, 2, 4, .., 32 segments, _full
+    # where K fills them all.
     from impls.lda.drawz_gpu import kernel_name
 
-    names = {(p, K): kernel_name("segscan", p, "auto", K=K) for p in ("f32", "f64") for K in (1, 128, 129, 1024, 2048)}
+    names = {(p, K): kernel_name("segscan", p, "auto", K=K)
+             for p in ("f32", "f64") for K in (1, 128, 129, 1000, 1024, 2048)}
     assert names["f32", 1] == "drawz_segscan_1_f32" and names["f32", 129] == "drawz_segscan_2_f32"
-    assert names["f32", 1024] == "drawz_segscan_8_f32" and names["f64", 1024] == "drawz_segscan_16_f64"
-    assert names["f64", 2048] == "drawz_segscan_32_f64" and names["f64", 128] == "drawz_segscan_2_f64"
+    assert names["f32", 128] == "drawz_segscan_1_full_f32" and names["f64", 128] == "drawz_segscan_2_full_f64"
+    assert names["f32", 1000] == "drawz_segscan_8_f32" and names["f64", 1000] == "drawz_segscan_16_f64"
+    assert names["f32", 1024] == "drawz_segscan_8_full_f32" and names["f64", 1024] == "drawz_segscan_16_full_f64"
+    assert names["f64", 2048] == "drawz_segscan_32_full_f64" and names["f64", 129] == "drawz_segscan_4_f64"
     with pytest.raises(ValueError, match="depends on K"):
         kernel_name("segscan", "f32", "auto")
 

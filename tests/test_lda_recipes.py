@@ -142,6 +142,24 @@ def test_segscan_speed(speedup_at_1024, expected):
     assert CLAIM["segscan-speed"].ours(FakeResults({"lda-kernels": kernels(at_256)})) is None
 
 
+def test_segscan_speed_names_the_l2_share_twice_warpscans_speed_would_need():
+    # segscan 3 ms at 60% of the L2 peak against warpscan's 4 ms: at 2 ms it would need 90%.
+    times = {(p, v, 1024, "auto"): t for p in ("f32", "f64") for v, t in (("warpscan", 4e-3), ("segscan", 3e-3))}
+    counters = {"gpu__time_duration.sum": {"warpscan": 4.0, "segscan": 3.0},
+                "lts__throughput.avg.pct_of_peak_sustained_elapsed": {"warpscan": 80.0, "segscan": 60.0},
+                "sm__issue_active.avg.pct_of_peak_sustained_elapsed": {"warpscan": 70.0, "segscan": 50.0},
+                "sm__warps_active.avg.pct_of_peak_sustained_active": {"warpscan": 50.0, "segscan": 25.0}}
+    profile = pd.DataFrame([dict(kernel=f"drawz_{variant}_{precision}", variant=variant, precision=precision, K=1024,
+                                 metric=metric, unit="ms" if metric.startswith("gpu__time") else "%", value=value)
+                            for metric, values in counters.items() for variant, value in values.items()
+                            for precision in ("f32", "f64")])
+    text = CLAIM["segscan-speed"].ours(FakeResults({"lda-kernels": kernels(times)}, {"lda-kernels": profile})).text
+    assert "f32 3.00 ms against warpscan's 4.00, issue slots 50% busy, 25% of warps active, L2 at 60%" in text
+    assert text.count("twice warpscan's speed with this L2 traffic would need 90%") == 2
+    # Without a profile the claim says nothing of it.
+    assert "Profile" not in CLAIM["segscan-speed"].ours(FakeResults({"lda-kernels": kernels(times)})).text
+
+
 @pytest.mark.parametrize("warpscan, expected", [(0.25, True), (2.0, False)])
 def test_warpscan_speed(warpscan, expected):
     times = {(p, v, K): {"alg1": 2.0, "alg4": 1.0, "alg7": 1.0, "warpscan": warpscan}[v] * 1e-3 * K

@@ -371,15 +371,20 @@ def warpscan(doc_ptr, words, theta, phi, u, z, pairs):
 SEGSCAN_MAX_SEGMENTS = 32  # a segment per lane at most: lane s holds segment s's prefix sum
 
 
+def segscan_segment_topics(itemsize):
+    """Topics of one of segscan's segments: 32 lanes x 16 bytes (128 in f32, 64 in f64)."""
+    return 32 * (16 // itemsize)
+
+
 def segscan_largest_k(itemsize):
     """The largest K segscan holds with values of `itemsize` bytes."""
-    return SEGSCAN_MAX_SEGMENTS * 32 * (16 // itemsize)
+    return SEGSCAN_MAX_SEGMENTS * segscan_segment_topics(itemsize)
 
 
 def segscan_segments(K, itemsize):
-    """segscan's segments for K: 32 lanes x 16 bytes each (128 topics in f32, 64 in f64);
-    a K beyond SEGSCAN_MAX_SEGMENTS of them is a ValueError."""
-    topics = 32 * (16 // itemsize)
+    """segscan's segments for K (segscan_segment_topics each); a K beyond
+    SEGSCAN_MAX_SEGMENTS of them is a ValueError."""
+    topics = segscan_segment_topics(itemsize)
     if K > segscan_largest_k(itemsize):
         raise ValueError(f"segscan holds K <= {segscan_largest_k(itemsize)} with {itemsize}-byte values "
                          f"({SEGSCAN_MAX_SEGMENTS} segments of {topics} topics); K = {K}")

@@ -62,7 +62,10 @@ def kernel_name(variant: str, precision: str, storage: str, loads: str = "scalar
     if variant == "segscan":
         if K is None:
             raise ValueError("segscan's kernel depends on K: give K")
-        return f"drawz_segscan_{segscan_kernel_segments(K, 4 if precision == 'f32' else 8)}_{precision}"
+        itemsize = 4 if precision == "f32" else 8
+        segments = segscan_kernel_segments(K, itemsize)
+        full = "full_" if K == segments * drawz_cpu.segscan_segment_topics(itemsize) else ""  # every segment whole
+        return f"drawz_segscan_{segments}_{full}{precision}"
     stored = _ARRAYS[variant] > 0 and storage == "global"
     vector = variant in TILED and loads == "vector"
     return f"drawz_{_KERNEL[variant]}_" + ("vector_" if vector else "") + precision + ("_global" if stored else "")

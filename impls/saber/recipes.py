@@ -942,12 +942,13 @@ CLAIMS = (
               "work that G4 does not do: each token's own topic's non-zero in A_d is written by the rebuild that "
               "precedes the draw (SSC's histogram count reads it from its table in shared memory, at no "
               "measurable cost; where K exceeds 1024 or the chunks stream, a kernel of its own searches for it); "
-              "in the draw each token "
-              "reads its correction (32 bytes more than G4's token) and moves the lanes from its own by it, and a "
-              "draw from the word's tree reads its own topic's interval first. `bench profile saber-fit` (kos and "
-              "nips, K = 1024, H200; each kernel's time in saber-fit-profile.csv) splits the gap between the word "
-              "segments' kernel (its extra work a token at the same issue rate, the larger share) and the short "
-              "segments' (B^_v read in place, where a left-out token's longer chain of loads is least hidden).",
+              "the lane that reads a token's inputs also places its draw in the word's tree against its own "
+              "topic's interval; in the draw each token reads its correction (32 bytes more than G4's token) and "
+              "moves the lanes from its own by it. `bench profile saber-fit` (kos and nips, K = 1024, H200; each "
+              "kernel's time in saber-fit-profile.csv) puts most of the gap in the word segments' kernel: on nips "
+              "it issues about 10% more instructions than G4's at the same issue rate (ncu's source counters: "
+              "integer address arithmetic, and at its 40-register cap the lane's index read again a token), less "
+              "in the short segments' (B^_v read in place).",
           recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "
           "320 GB at K = 100 / 1k / 10k; B + B^ 0.108 / 1.08 / 10.8 GB", _table2,

@@ -518,8 +518,10 @@ __device__ __forceinline__ void unpack(double2 a, double* v) { v[0] = a.x; v[1] 
 // The chunk of a row from topic k0, zeros past K: read-only 16-byte loads where
 // VEC (rows 16-byte aligned and K a multiple of N), else one value at a time.
 // Predicated loads, no branches: the loads of a row's segments can all be in
-// flight before the first product.
-template <bool VEC, typename T, int N>
+// flight before the first product. WHOLE (with VEC): the chunk lies within K, so
+// neither a predicate nor zeros (a whole row of segments: a sixth of the
+// instructions of a draw at K = 1024, H200).
+template <bool VEC, typename T, int N, bool WHOLE = false>
 __device__ __forceinline__ Chunk<T, N> load_chunk(const T* row, int k0, int K) {
     using V = typename Vector16<T>::type;
     constexpr int PER_VECTOR = 16 / sizeof(T);
@@ -528,7 +530,7 @@ __device__ __forceinline__ Chunk<T, N> load_chunk(const T* row, int k0, int K) {
 #pragma unroll
         for (int i = 0; i < N; i += PER_VECTOR) {
             V v{};
-            if (k0 < K) v = __ldg(reinterpret_cast<const V*>(row + k0 + i));
+            if (WHOLE || k0 < K) v = __ldg(reinterpret_cast<const V*>(row + k0 + i));
             unpack(v, c.v + i);
         }
     } else {
@@ -632,8 +634,8 @@ __device__ __forceinline__ T pick(T (&w)[P], int s) {
 // lanes and a ballot find the segment; a scan of that segment's lane sums and a ballot find the
 // lane; the lane adds its N products one by one.  Where rounding hides a
 // crossing (the three levels sum in different orders), the segment's or lane's
-// last topic.  S = ceil(K / G) <= P segments.
-template <bool VEC, typename T, int N, int P>
+// last topic.  S = ceil(K / G) <= P segments; FULL (with VEC): K = P G, every segment whole.
+template <bool VEC, bool FULL, typename T, int N, int P>
 __device__ void segscan_document(long long begin, long long end, const int* words, const T* theta_m,
                                  const T* phi, const T* u, int* z, int K, int lane) {
     constexpr int G = W * N, SHIFT = 5 - log2_of(P);
@@ -648,7 +650,7 @@ __device__ void segscan_document(long long begin, long long end, const int* word
     Chunk<T, N> row[PREFETCH ? P : 1];
     if (PREFETCH && begin < end) {
 #pragma unroll
-        for (int s = 0; s < P; ++s) row[s] = load_chunk<VEC, T, N>(phi + (long long)c * K, s * G + lane * N, K);
+        for (int s = 0; s < P; ++s) row[s] = load_chunk<VEC, T, N, FULL>(phi + (long long)c * K, s * G + lane * N, K);
     }
     for (long long t = begin; t < end; ++t, c = next, next = t + 1 < end ? words[t + 1] : 0) {
         const T* phi_c = phi + (long long)c * K;
@@ -656,8 +658,8 @@ __device__ void segscan_document(long long begin, long long end, const int* word
         if (c != previous) {
 #pragma unroll
             for (int s = 0; s < P; ++s)
-                sums[s] = chunk_sum(load_chunk<VEC, T, N>(theta_m, s * G + lane * N, K),
-                                    PREFETCH ? row[s] : load_chunk<VEC, T, N>(phi_c, s * G + lane * N, K));
+                sums[s] = chunk_sum(load_chunk<VEC, T, N, FULL>(theta_m, s * G + lane * N, K),
+                                    PREFETCH ? row[s] : load_chunk<VEC, T, N, FULL>(phi_c, s * G + lane * N, K));
             T folded[P];
 #pragma unroll
             for (int s = 0; s < P; ++s) folded[s] = sums[s];
@@ -670,7 +672,7 @@ __device__ void segscan_document(long long begin, long long end, const int* word
         if (PREFETCH && t + 1 < end && next != c) {
 #pragma unroll
             for (int s = 0; s < P; ++s)
-                row[s] = load_chunk<VEC, T, N>(phi + (long long)next * K, s * G + lane * N, K);
+                row[s] = load_chunk<VEC, T, N, FULL>(phi + (long long)next * K, s * G + lane * N, K);
         }
         const T target = total * u_t;
         const unsigned above = __ballot_sync(FULL, lane < S && target < segment_end);
@@ -691,12 +693,12 @@ __device__ void segscan_document(long long begin, long long end, const int* word
                 const int k0 = s * G + L * N;
                 result = min(k0 + N, K) - 1;  // likewise, the lane's last topic
                 if (lane == L) {
-                    const Chunk<T, N> th = load_chunk<VEC, T, N>(theta_m, k0, K);
-                    const Chunk<T, N> ph = load_chunk<VEC, T, N>(phi_c, k0, K);
+                    const Chunk<T, N> th = load_chunk<VEC, T, N, FULL>(theta_m, k0, K);
+                    const Chunk<T, N> ph = load_chunk<VEC, T, N, FULL>(phi_c, k0, K);
                     T x = L > 0 ? lane_end_before : before;
 #pragma unroll
                     for (int i = 0; i < N; ++i) {
-                        if (k0 + i < K) {
+                        if (FULL || k0 + i < K) {
                             x += mul_rn(th.v[i], ph.v[i]);
                             if (target < x) {
                                 result = k0 + i;
@@ -713,7 +715,7 @@ __device__ void segscan_document(long long begin, long long end, const int* word
     }
 }
 
-template <typename T, int N, int P>
+template <typename T, int N, int P, bool FULL>
 __device__ void segscan(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
                         const T* u, int* z, int M, int K, T* /* scratch: unused */) {
     const long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / W;
@@ -722,9 +724,9 @@ __device__ void segscan(const long long* doc_ptr, const int* words, const T* the
     const bool vec = K % N == 0 && reinterpret_cast<size_t>(theta) % 16 == 0 &&
                      reinterpret_cast<size_t>(phi) % 16 == 0;
     if (vec)
-        segscan_document<true, T, N, P>(doc_ptr[m], doc_ptr[m + 1], words, theta + m * K, phi, u, z, K, lane);
+        segscan_document<true, FULL, T, N, P>(doc_ptr[m], doc_ptr[m + 1], words, theta + m * K, phi, u, z, K, lane);
     else
-        segscan_document<false, T, N, P>(doc_ptr[m], doc_ptr[m + 1], words, theta + m * K, phi, u, z, K, lane);
+        segscan_document<false, false, T, N, P>(doc_ptr[m], doc_ptr[m + 1], words, theta + m * K, phi, u, z, K, lane);
 }
 
 }  // namespace drawz
@@ -755,11 +757,13 @@ DRAWZ_KERNEL(drawz_pairscan_f64, double, (drawz::warpscan<double, 0, true>))
 DRAWZ_KERNEL(drawz_pairscan_vector_f32, float, (drawz::warpscan<float, LOADS_F32, true>))
 DRAWZ_KERNEL(drawz_pairscan_vector_f64, double, (drawz::warpscan<double, LOADS_F64, true>))
 // segscan: one kernel per power of two P >= the segments ceil(K / (32 N)), a lane's chunk
-// N = 16 bytes of values.  theta is read from L1, not kept in registers: on an H200 at
-// K = 1024, theta in registers took 7% (f32) and 6% (f64) longer, its registers costing
+// N = 16 bytes of values, and _full where K = 32 N P (every segment whole: loads without a
+// predicate, as CUB's full tiles).  theta is read from L1, not kept in registers: on an H200
+// at K = 1024, theta in registers took 7% (f32) and 6% (f64) longer, its registers costing
 // more warps than its loads cost.
-#define SEGSCAN_KERNEL(P, SUFFIX, T) \
-    DRAWZ_KERNEL(drawz_segscan_##P##_##SUFFIX, T, (drawz::segscan<T, 16 / sizeof(T), P>))
+#define SEGSCAN_KERNEL(P, SUFFIX, T)                                                              \
+    DRAWZ_KERNEL(drawz_segscan_##P##_##SUFFIX, T, (drawz::segscan<T, 16 / sizeof(T), P, false>)) \
+    DRAWZ_KERNEL(drawz_segscan_##P##_full_##SUFFIX, T, (drawz::segscan<T, 16 / sizeof(T), P, true>))
 #define SEGSCAN_KERNELS(SUFFIX, T)                                                                    \
     SEGSCAN_KERNEL(1, SUFFIX, T) SEGSCAN_KERNEL(2, SUFFIX, T) SEGSCAN_KERNEL(4, SUFFIX, T)            \
     SEGSCAN_KERNEL(8, SUFFIX, T) SEGSCAN_KERNEL(16, SUFFIX, T) SEGSCAN_KERNEL(32, SUFFIX, T)

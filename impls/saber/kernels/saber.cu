@@ -216,11 +216,12 @@ extern "C" __global__ void saber_build_aliases(const float* bhat, const float* t
 // tree loses. topic -1: ESCA's draw, the token counted, the mass the word's total. In a
 // document's draw also the own topic's non-zero `index` in A_d (-1: none), its product with
 // the token left out, (A_d,own - 1) B^'_v,own, and `delta`, that less its counted product.
+// In the tree (Tree::place) where its draw searches, `at`, or -1 where it is the own topic.
 struct Own {
   int topic;
   float bhat, mass, shrink;
   int index = -1;
-  float left = 0.0f, delta = 0.0f;
+  float left = 0.0f, delta = 0.0f, at = 0.0f;
 };
 
 __device__ __forceinline__ Own own_topic(const float* denominator, const int* z, int p, const float* bhat_v,
@@ -243,15 +244,22 @@ struct Tree {
     const int off4 = min((off3 + warp_vote(l3[(long long)v * size3 + off3 + lane], x)) * W, padded - W);
     return off4 + warp_vote(l4[(long long)v * padded + off4 + lane], x);
   }
-  // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: x below
-  // it is drawn as is, inside it is the own topic, past it is drawn as x + shrink, no further
-  // than the word's total (rounding can carry it past, into the padding, where no topic is).
-  __device__ int draw(int v, float u2, const Own& own) const {
+  // With the own topic left out its interval [P(own - 1), P(own)) is `shrink` shorter: x =
+  // u2 mass below it is drawn as is, inside it is the own topic (-1), past it is drawn as
+  // x + shrink, no further than the word's total (rounding can carry it past, into the
+  // padding, where no topic is). Placed with the token's other inputs, a lane a token: in the
+  // draw, the interval's ends were two dependent loads a token.
+  __device__ Own place(int v, float u2, Own own) const {
+    if (own.topic < 0) return own;
     const float* l4_v = l4 + (long long)v * padded;
-    const float x = __fmul_rn(u2, own.mass);
-    if (own.topic < 0 || (own.topic > 0 && x < l4_v[own.topic - 1])) return at(v, x);
-    if (x < __fsub_rn(l4_v[own.topic], own.shrink)) return own.topic;
-    return at(v, fminf(__fadd_rn(x, own.shrink), l4_v[padded - 1]));
+    const float x = __fmul_rn(u2, own.mass), below = own.topic > 0 ? l4_v[own.topic - 1] : 0.0f;
+    const float above = __fsub_rn(l4_v[own.topic], own.shrink), past = fminf(__fadd_rn(x, own.shrink), l4_v[padded - 1]);
+    own.at = x < below ? x : x < above ? -1.0f : past;
+    return own;
+  }
+  __device__ int draw(int v, float u2, const Own& own) const {
+    if (own.topic < 0) return at(v, __fmul_rn(u2, own.mass));
+    return own.at < 0.0f ? own.topic : at(v, own.at);
   }
 };
 
@@ -259,6 +267,7 @@ struct Alias {
   const float* probability;
   const int* alias;
   int topics;
+  __device__ Own place(int, float, Own own) const { return own; }  // the own topic counted
   __device__ int draw(int v, float u2, const Own&) const {  // the own topic counted (the host refuses otherwise)
     const float x = __fmul_rn(u2, float(topics));
     const int column = min(int(x), topics - 1);
@@ -277,8 +286,9 @@ extern "C" __global__ void saber_own_topic_draws(const float* bhat, int topics, 
                                                  int* topic) {
   const int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (i >= draws) return;  // whole warps leave together
-  const Own o = own_topic(denominator, own, i, bhat + (long long)v[i] * topics, totals[v[i]]);
-  const int k = Tree{l4, l3, l2, padded}.draw(v[i], u2[i], o);
+  const Tree tree{l4, l3, l2, padded};
+  const Own o = tree.place(v[i], u2[i], own_topic(denominator, own, i, bhat + (long long)v[i] * topics, totals[v[i]]));
+  const int k = tree.draw(v[i], u2[i], o);
   if ((threadIdx.x & 31) == 0) {
     own_bhat[i] = o.bhat;
     mass[i] = o.mass;
@@ -354,17 +364,19 @@ struct Token {
   Own own;
 };
 
-__device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bhat_v, float total,
-                                          const float* denominator, const int* z, unsigned seed,
-                                          const unsigned* iteration) {
+template <typename Structure>
+__device__ __forceinline__ Token token_at(const Chunk& c, int p, int v, const float* bhat_v, float total,
+                                          const float* denominator, const Structure& structure, const int* z,
+                                          unsigned seed, const unsigned* iteration) {
   const int d = c.doc_of[p], start = c.a_start[d];
   // The iteration from device memory, where a graph's replays advance it (read here: a register
   // held across the kernel would spill).
   const uint4 r = philox4x32(make_uint4(unsigned(c.first_token + p), __ldg(iteration), 0u, 0u),
                              make_uint2(seed, 0u));
   const int stop = start + c.a_count[d];
-  return Token{start, stop, to_uniform(r.x), to_uniform(r.y),
-               in_document(c, p, bhat_v, own_topic(denominator, z, p, bhat_v, total))};
+  const float u2 = to_uniform(r.y);
+  return Token{start, stop, to_uniform(r.x), u2,
+               structure.place(v, u2, in_document(c, p, bhat_v, own_topic(denominator, z, p, bhat_v, total)))};
 }
 
 // A warp's batch of 32 tokens' inputs in the block's shared memory: lane i stores token i's,
@@ -376,11 +388,11 @@ __device__ __forceinline__ Token token_at(const Chunk& c, int p, const float* bh
 template <bool LeftOut>
 struct Batch {
   int4* inputs;  // start, stop, u1, u2
-  float4* own;   // LeftOut: two a token, (topic, index, mass, shrink) and (left, delta)
+  float4* own;   // LeftOut: two a token, (topic, index, mass, at) and (left, delta)
   __device__ void put(int i, const Token& t) const {
     inputs[i] = make_int4(t.start, t.stop, __float_as_int(t.u1), __float_as_int(t.u2));
     if (LeftOut) {
-      own[2 * i] = make_float4(__int_as_float(t.own.topic), __int_as_float(t.own.index), t.own.mass, t.own.shrink);
+      own[2 * i] = make_float4(__int_as_float(t.own.topic), __int_as_float(t.own.index), t.own.mass, t.own.at);
       own[2 * i + 1] = make_float4(t.own.left, t.own.delta, 0.0f, 0.0f);
     }
   }
@@ -389,7 +401,7 @@ struct Batch {
     Own o{-1, 0.0f, total, 0.0f};
     if (LeftOut) {
       const float4 a = own[2 * i], b = own[2 * i + 1];
-      o = Own{__float_as_int(a.x), 0.0f, a.z, a.w, __float_as_int(a.y), b.x, b.y};
+      o = Own{__float_as_int(a.x), 0.0f, a.z, 0.0f, __float_as_int(a.y), b.x, b.y, a.w};
     }
     return Token{in.x, in.y, __int_as_float(in.z), __int_as_float(in.w), o};
   }
@@ -449,7 +461,7 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
   for (int p = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < tokens; p += warps) {
     const int v = c.words[p];
     const float* bhat_v = bhat + (long long)v * topics;
-    const Token t = token_at(c, p, bhat_v, totals[v], denominator, z, seed, iteration);
+    const Token t = token_at(c, p, v, bhat_v, totals[v], denominator, structure, z, seed, iteration);
     const int k = draw<true>(c, t, v, bhat_v, alpha, structure, sums);
     if ((threadIdx.x & 31) == 0) z[p] = k;
   }
@@ -492,7 +504,7 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
       // Lane j reads token base + j's inputs and keeps its topic: the loads and the Philox
       // rounds of 32 tokens at once, not one token's by every lane.
       const int n = min(W, end - base), p = by_word[base + min(lane, n - 1)];  // lanes past n: a copy
-      batch.put(lane, token_at(c, p, bhat_v, total, denominator, z, seed, iteration));
+      batch.put(lane, token_at(c, p, v, bhat_v, total, denominator, structure, z, seed, iteration));
       __syncwarp();
       int topic = 0;
       for (int j = 0; j < n; ++j) {
