@@ -138,7 +138,7 @@ def test_warpscan_vector_loads_fall_back_on_rows_not_16_byte_aligned(precision):
         return view
 
     device[2], device[3] = shifted(theta), shifted(phi)
-    for variant in drawz_gpu.WARP_PER_DOCUMENT:
+    for variant in drawz_gpu.WARPS_PER_DOCUMENT:
         z = _draw_gpu(variant, device, loads="vector")
         assert (z == _draw_cpu(variant, *host)).all(), variant
 
@@ -168,7 +168,7 @@ def test_a_register_cap_spills_but_draws_the_twins_topics(precision):
     for K in (33, 1024):
         host = _real_problem(K, precision, seed=6, num_docs=64, max_length=60)
         device = _to_device(*host)
-        for variant in ("alg4", "alg7", *drawz_gpu.WARP_PER_DOCUMENT):
+        for variant in ("alg4", "alg7", *drawz_gpu.WARPS_PER_DOCUMENT):
             twin = _draw_cpu(variant, *host)
             for cap in (32, 64, 128):
                 z = _draw_gpu(variant, device, max_registers=cap)

@@ -31,14 +31,18 @@
 // Kernels (extern "C", loaded by impls/lda/drawz_gpu.py):
 //   drawz_{alg1,alg1_linear,alg4,alg7}_{f32,f64}[_global]   a thread per document
 //   drawz_{warpscan,pairscan}[_vector]_{f32,f64}              a warp per document
-//   drawz_segscan_{1,2,4,8,16,32}_{f32,f64}                   a warp per document
+//   drawz_segscan_{1,2,4,8,16,32}[_full]_{f32,f64}            two warps per document
 // all with the parameters
 //   (doc_ptr int64[M+1], words int32[T], theta T[M,K], phi T[V,K], u T[T],
 //    z int32[T] (output), M, K, scratch T* (GlobalStore only; else unused)),
-// launched with M threads (a thread per document) or 32 M (a warp per document);
+// launched with M threads (a thread per document), 32 M (a warp per document) or 32 M
+// DRAWZ_SEGSCAN_WARPS;
 // alg4/alg7 need M to be a multiple of 32 and whole warps, so blockDim.x must be
 // a multiple of 32.
 
+#ifndef DRAWZ_SEGSCAN_WARPS
+#define DRAWZ_SEGSCAN_WARPS 2
+#endif
 #ifndef DRAWZ_KMAX_LOCAL
 #define DRAWZ_KMAX_LOCAL 1024
 #endif
@@ -515,14 +519,15 @@ struct Chunk {
 __device__ __forceinline__ void unpack(float4 a, float* v) { v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; }
 __device__ __forceinline__ void unpack(double2 a, double* v) { v[0] = a.x; v[1] = a.y; }
 
-// The chunk of a row from topic k0, zeros past K: read-only 16-byte loads where
+// The chunk of a row from topic k0 (at: the row + k0, so that the callers' segments
+// load at immediate offsets from one address), zeros past K: read-only 16-byte loads where
 // VEC (rows 16-byte aligned and K a multiple of N), else one value at a time.
 // Predicated loads, no branches: the loads of a row's segments can all be in
 // flight before the first product. WHOLE (with VEC): the chunk lies within K, so
 // neither a predicate nor zeros (where every segment is whole: a tenth fewer
 // instructions a draw at K = 1024, H200).
 template <bool VEC, typename T, int N, bool WHOLE = false>
-__device__ __forceinline__ Chunk<T, N> load_chunk(const T* row, int k0, int K) {
+__device__ __forceinline__ Chunk<T, N> load_chunk(const T* at, int k0, int K) {
     using V = typename Vector16<T>::type;
     constexpr int PER_VECTOR = 16 / sizeof(T);
     Chunk<T, N> c;
@@ -530,12 +535,12 @@ __device__ __forceinline__ Chunk<T, N> load_chunk(const T* row, int k0, int K) {
 #pragma unroll
         for (int i = 0; i < N; i += PER_VECTOR) {
             V v{};
-            if (WHOLE || k0 < K) v = __ldg(reinterpret_cast<const V*>(row + k0 + i));
+            if (WHOLE || k0 < K) v = __ldg(reinterpret_cast<const V*>(at + i));
             unpack(v, c.v + i);
         }
     } else {
 #pragma unroll
-        for (int i = 0; i < N; ++i) c.v[i] = k0 + i < K ? __ldg(row + k0 + i) : T(0);
+        for (int i = 0; i < N; ++i) c.v[i] = k0 + i < K ? __ldg(at + i) : T(0);
     }
     return c;
 }
@@ -622,9 +627,9 @@ __device__ __forceinline__ T pick(T (&w)[P], int s) {
     }
 }
 
-// One WARP per document, as warpscan, with no shared memory: a row is read in
-// segments of G = 32 N topics, lane l holding topics l N .. l N + N - 1 of each
-// (N values of 16 bytes: one coalesced load a lane), so
+// A WARP per share of a document's tokens (segscan: DRAWZ_SEGSCAN_WARPS shares), with no
+// shared memory: a row is read in segments of G = 32 N topics, lane l holding topics
+// l N .. l N + N - 1 of each (N values of 16 bytes: one coalesced load a lane), so
 //   - a token's phi row and the document's theta row (from L1) are read once,
 //     as 16-byte loads, and the next word's row is loaded while this token is
 //     searched; no shared-memory tile, which leaves all of L1 to hot rows;
@@ -635,7 +640,7 @@ __device__ __forceinline__ T pick(T (&w)[P], int s) {
 // lane; the lane adds its N products one by one.  Where rounding hides a
 // crossing (the three levels sum in different orders), the segment's or lane's
 // last topic.  S = ceil(K / G) <= P segments; FULL (with VEC): K = P G, every segment whole.
-template <bool VEC, bool FULL, typename T, int N, int P>
+template <bool VEC, bool FULL, bool CAPPED, typename T, int N, int P>
 __device__ void segscan_document(long long begin, long long end, const int* words, const T* theta_m,
                                  const T* phi, const T* u, int* z, int K, int lane) {
     constexpr int G = W * N, SHIFT = 5 - log2_of(P);
@@ -650,16 +655,22 @@ __device__ void segscan_document(long long begin, long long end, const int* word
     Chunk<T, N> row[PREFETCH ? P : 1];
     if (PREFETCH && begin < end) {
 #pragma unroll
-        for (int s = 0; s < P; ++s) row[s] = load_chunk<VEC, T, N, FULL>(phi + (long long)c * K, s * G + lane * N, K);
+        for (int s = 0; s < P; ++s)
+            row[s] = load_chunk<VEC, T, N, FULL>(phi + (long long)c * K + lane * N + s * G,
+                                                 s * G + lane * N, K);
     }
     for (long long t = begin; t < end; ++t, c = next, next = t + 1 < end ? words[t + 1] : 0) {
         const T* phi_c = phi + (long long)c * K;
+        // Under a register cap, theta's segment addresses are not kept across tokens (16-32
+        // registers): the compiler sees a new row each token and loads at immediate offsets.
+        if constexpr (CAPPED) asm volatile("" : "+l"(theta_m));
         const T u_t = u[t];
         if (c != previous) {
 #pragma unroll
             for (int s = 0; s < P; ++s)
-                sums[s] = chunk_sum(load_chunk<VEC, T, N, FULL>(theta_m, s * G + lane * N, K),
-                                    PREFETCH ? row[s] : load_chunk<VEC, T, N, FULL>(phi_c, s * G + lane * N, K));
+                sums[s] = chunk_sum(
+                    load_chunk<VEC, T, N, FULL>(theta_m + lane * N + s * G, s * G + lane * N, K),
+                    PREFETCH ? row[s] : load_chunk<VEC, T, N, FULL>(phi_c + lane * N + s * G, s * G + lane * N, K));
             T folded[P];
 #pragma unroll
             for (int s = 0; s < P; ++s) folded[s] = sums[s];
@@ -672,7 +683,8 @@ __device__ void segscan_document(long long begin, long long end, const int* word
         if (PREFETCH && t + 1 < end && next != c) {
 #pragma unroll
             for (int s = 0; s < P; ++s)
-                row[s] = load_chunk<VEC, T, N, FULL>(phi + (long long)next * K, s * G + lane * N, K);
+                row[s] = load_chunk<VEC, T, N, FULL>(phi + (long long)next * K + lane * N + s * G,
+                                                     s * G + lane * N, K);
         }
         const T target = total * u_t;
         const unsigned above = __ballot_sync(FULL, lane < S && target < segment_end);
@@ -693,8 +705,8 @@ __device__ void segscan_document(long long begin, long long end, const int* word
                 const int k0 = s * G + L * N;
                 result = min(k0 + N, K) - 1;  // likewise, the lane's last topic
                 if (lane == L) {
-                    const Chunk<T, N> th = load_chunk<VEC, T, N, FULL>(theta_m, k0, K);
-                    const Chunk<T, N> ph = load_chunk<VEC, T, N, FULL>(phi_c, k0, K);
+                    const Chunk<T, N> th = load_chunk<VEC, T, N, FULL>(theta_m + k0, k0, K);
+                    const Chunk<T, N> ph = load_chunk<VEC, T, N, FULL>(phi_c + k0, k0, K);
                     T x = L > 0 ? lane_end_before : before;
 #pragma unroll
                     for (int i = 0; i < N; ++i) {
@@ -715,29 +727,36 @@ __device__ void segscan_document(long long begin, long long end, const int* word
     }
 }
 
-template <typename T, int N, int P, bool FULL>
+// DRAWZ_SEGSCAN_WARPS warps a document, each drawing an equal share of its tokens (on an
+// H200, wiki-synth, K = 1024: two warps 4-5% faster than one, four slower than two).
+template <typename T, int N, int P, bool FULL, bool CAPPED>
 __device__ void segscan(const long long* doc_ptr, const int* words, const T* theta, const T* phi,
                         const T* u, int* z, int M, int K, T* /* scratch: unused */) {
-    const long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / W;
-    const int lane = threadIdx.x % W;
+    constexpr int WARPS = DRAWZ_SEGSCAN_WARPS;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / W;
+    const long long m = warp / WARPS;
+    const int share = warp % WARPS, lane = threadIdx.x % W;
     if (m >= M) return;  // whole warps leave together: blockDim.x is a multiple of 32
+    const long long first = doc_ptr[m], n = doc_ptr[m + 1] - first;
+    const long long begin = first + n * share / WARPS, end = first + n * (share + 1) / WARPS;
     const bool vec = K % N == 0 && reinterpret_cast<size_t>(theta) % 16 == 0 &&
                      reinterpret_cast<size_t>(phi) % 16 == 0;
     if (vec)
-        segscan_document<true, FULL, T, N, P>(doc_ptr[m], doc_ptr[m + 1], words, theta + m * K, phi, u, z, K, lane);
+        segscan_document<true, FULL, CAPPED, T, N, P>(begin, end, words, theta + m * K, phi, u, z, K, lane);
     else
-        segscan_document<false, false, T, N, P>(doc_ptr[m], doc_ptr[m + 1], words, theta + m * K, phi, u, z, K, lane);
+        segscan_document<false, false, CAPPED, T, N, P>(begin, end, words, theta + m * K, phi, u, z, K, lane);
 }
 
 }  // namespace drawz
 
 // ---------------------------------------------------------------- entry points
 
-#define DRAWZ_KERNEL(NAME, T, BODY)                                                                   \
-    extern "C" __global__ void NAME(const long long* doc_ptr, const int* words, const T* theta,      \
-                                    const T* phi, const T* u, int* z, int M, int K, T* scratch) {    \
-        BODY(doc_ptr, words, theta, phi, u, z, M, K, scratch);                                       \
+#define DRAWZ_KERNEL_WITH(ATTRIBUTES, NAME, T, BODY)                                                  \
+    extern "C" __global__ void ATTRIBUTES NAME(const long long* doc_ptr, const int* words, const T* theta, \
+                                               const T* phi, const T* u, int* z, int M, int K, T* scratch) { \
+        BODY(doc_ptr, words, theta, phi, u, z, M, K, scratch);                                         \
     }
+#define DRAWZ_KERNEL(NAME, T, BODY) DRAWZ_KERNEL_WITH(, NAME, T, BODY)
 
 #define DRAWZ_KERNELS(SUFFIX, STORE, T)                                                               \
     DRAWZ_KERNEL(drawz_alg1_##SUFFIX, T, (drawz::alg1<T, drawz::STORE<T>, false>))                  \
@@ -760,15 +779,21 @@ DRAWZ_KERNEL(drawz_pairscan_vector_f64, double, (drawz::warpscan<double, LOADS_F
 // N = 16 bytes of values, and _full where K = 32 N P (every segment whole: loads without a
 // predicate, as CUB's full tiles).  theta is read from L1, not kept in registers: on an H200
 // at K = 1024, theta in registers took 7% (f32) and 6% (f64) longer, its registers costing
-// more warps than its loads cost.
-#define SEGSCAN_KERNEL(P, SUFFIX, T)                                                              \
-    DRAWZ_KERNEL(drawz_segscan_##P##_##SUFFIX, T, (drawz::segscan<T, 16 / sizeof(T), P, false>)) \
-    DRAWZ_KERNEL(drawz_segscan_##P##_full_##SUFFIX, T, (drawz::segscan<T, 16 / sizeof(T), P, true>))
-#define SEGSCAN_KERNELS(SUFFIX, T)                                                                    \
-    SEGSCAN_KERNEL(1, SUFFIX, T) SEGSCAN_KERNEL(2, SUFFIX, T) SEGSCAN_KERNEL(4, SUFFIX, T)            \
-    SEGSCAN_KERNEL(8, SUFFIX, T) SEGSCAN_KERNEL(16, SUFFIX, T) SEGSCAN_KERNEL(32, SUFFIX, T)
-SEGSCAN_KERNELS(f32, float)
-SEGSCAN_KERNELS(f64, double)
+// more warps than its loads cost.  CAP: registers a thread (0: the compiler's choice), where
+// a cap measured faster (H200, wiki-synth, K = 1024: 1.7 -> 1.3 ms in f32 at 96, from 167
+// registers; 3.6 -> 2.9 ms in f64 at 160, from 180); other caps spilled or gained nothing.
+#define SEGSCAN_CAP_0
+#define SEGSCAN_CAP_96 __maxnreg__(96)
+#define SEGSCAN_CAP_160 __maxnreg__(160)
+#define SEGSCAN_KERNEL(P, SUFFIX, T, CAP)                                                                \
+    DRAWZ_KERNEL_WITH(SEGSCAN_CAP_##CAP, drawz_segscan_##P##_##SUFFIX, T,                                \
+                      (drawz::segscan<T, 16 / sizeof(T), P, false, (CAP > 0)>))                          \
+    DRAWZ_KERNEL_WITH(SEGSCAN_CAP_##CAP, drawz_segscan_##P##_full_##SUFFIX, T,                           \
+                      (drawz::segscan<T, 16 / sizeof(T), P, true, (CAP > 0)>))
+SEGSCAN_KERNEL(1, f32, float, 0) SEGSCAN_KERNEL(2, f32, float, 0) SEGSCAN_KERNEL(4, f32, float, 0)
+SEGSCAN_KERNEL(8, f32, float, 96) SEGSCAN_KERNEL(16, f32, float, 0) SEGSCAN_KERNEL(32, f32, float, 0)
+SEGSCAN_KERNEL(1, f64, double, 0) SEGSCAN_KERNEL(2, f64, double, 0) SEGSCAN_KERNEL(4, f64, double, 0)
+SEGSCAN_KERNEL(8, f64, double, 0) SEGSCAN_KERNEL(16, f64, double, 160) SEGSCAN_KERNEL(32, f64, double, 0)
 DRAWZ_KERNELS(f32, LocalStore, float)
 DRAWZ_KERNELS(f64, LocalStore, double)
 DRAWZ_KERNELS(f32_global, GlobalStore, float)
