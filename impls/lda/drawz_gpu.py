@@ -51,7 +51,9 @@ def segscan_kernel_segments(K: int, itemsize: int) -> int:
 
 def kernel(name: str, max_registers: int = 0):
     """One draw-z kernel, by name; max_registers > 0 caps its registers per thread (NVRTC's
-    --maxrregcount: what does not fit spills to local memory), trading them for occupancy."""
+    --maxrregcount: what does not fit spills to local memory), trading them for occupancy.
+    A kernel with a cap of its own (__maxnreg__: segscan's of 8 segments in f32 and 16 in
+    f64, kernels/drawz.cu) keeps it."""
     cap = (f"--maxrregcount={max_registers}",) if max_registers else ()
     return raw_kernel(KERNEL_SOURCE, name, ("-std=c++17", f"-DDRAWZ_KMAX_LOCAL={KMAX_LOCAL}",
                                             f"-DDRAWZ_SEGSCAN_WARPS={WARPS_PER_DOCUMENT['segscan']}", *cap))
