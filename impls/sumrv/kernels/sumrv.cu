@@ -325,22 +325,25 @@ __device__ __forceinline__ void reduce_groups(T (&acc)[R], int lanes) {
   }
 }
 
-// A pass over j: log space's first takes maxima (then c, the shift of the second), the
-// others sums; at its end the lane groups' results are combined.
-template <typename T, bool LOG, int R>
-__device__ __forceinline__ void begin_pass(T (&acc)[R], int pass) {
+// A strip's passes over j: log space's first takes maxima (then c, the shift of the second),
+// the others sums, each term added by over_j(pass); at each pass's end the lane groups'
+// results are combined. acc then holds the sums (in log space of the shifted exponentials).
+template <typename T, bool LOG, int R, class OverJ>
+__device__ __forceinline__ void passes(T (&acc)[R], T (&c)[R], int lanes, OverJ over_j) {
 #pragma unroll
-  for (int k = 0; k < R; ++k) acc[k] = LOG && pass == 0 ? Math<T>::ninf() : T(0);
-}
-
-template <typename T, bool LOG, int R>
-__device__ __forceinline__ void end_pass(T (&acc)[R], T (&c)[R], int pass, int lanes) {
-  if (LOG && pass == 0) {
-    reduce_groups<T, LOG, 0>(acc, lanes);
+  for (int k = 0; k < R; ++k) c[k] = Math<T>::ninf();
 #pragma unroll
-    for (int k = 0; k < R; ++k) c[k] = acc[k];
-  } else {
-    reduce_groups<T, LOG, 1>(acc, lanes);
+  for (int pass = 0; pass < (LOG ? 2 : 1); ++pass) {
+#pragma unroll
+    for (int k = 0; k < R; ++k) acc[k] = LOG && pass == 0 ? Math<T>::ninf() : T(0);
+    over_j(pass);
+    if (LOG && pass == 0) {
+      reduce_groups<T, LOG, 0>(acc, lanes);
+#pragma unroll
+      for (int k = 0; k < R; ++k) c[k] = acc[k];
+    } else {
+      reduce_groups<T, LOG, 1>(acc, lanes);
+    }
   }
 }
 
@@ -390,11 +393,7 @@ __device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r
     // s_lo is a whole vector (gpu.py) and so is 0.
     j_lo -= j_lo % per16<T>();
     T acc[R], c[R];
-#pragma unroll
-    for (int k = 0; k < R; ++k) c[k] = Math<T>::ninf();
-#pragma unroll
-    for (int pass = 0; pass < (LOG ? 2 : 1); ++pass) {
-      begin_pass<T, LOG, R>(acc, pass);
+    passes<T, LOG, R>(acc, c, LANES, [&](int pass) {
       for (long long jc = j_lo; jc <= j_hi; jc += C) {
         __syncwarp();  // the previous chunk (or item's results) is no longer read
         // Rows are contiguous here (gpu.py copies strided views), so staging needs no
@@ -412,8 +411,7 @@ __device__ void strip(const T* p, long long ldp, const T* q, long long ldq, T* r
         if (LOG && pass == 0) steps<T, R, C, 0, LOG>(acc, c, sp, sq, slot, begin, end);
         else steps<T, R, C, 1, LOG>(acc, c, sp, sq, slot, begin, end);
       }
-      end_pass<T, LOG, R>(acc, c, pass, LANES);
-    }
+    });
     // Through shared memory (sq: no longer read), so that the stores coalesce.
     __syncwarp();
     if (group == 0) {
@@ -462,17 +460,11 @@ __device__ void strip_whole(const T* p, long long ldp, const T* q, long long ldq
       const int begin = j_lo + group * run * R, end = min(j_hi + 1, j_lo + (group + 1) * run * R);
       const T* sq_strip = sq + padded<T, R>(I + cw);
       T acc[R], c[R];
-#pragma unroll
-      for (int k = 0; k < R; ++k) c[k] = Math<T>::ninf();
-#pragma unroll
-      for (int pass = 0; pass < (LOG ? 2 : 1); ++pass) {
-        begin_pass<T, LOG, R>(acc, pass);
-        if (begin < end) {
-          if (LOG && pass == 0) steps<T, R, 0, 0, LOG>(acc, c, sp, sq_strip, slot, begin, end);
-          else steps<T, R, 0, 1, LOG>(acc, c, sp, sq_strip, slot, begin, end);
-        }
-        end_pass<T, LOG, R>(acc, c, pass, LANES);
-      }
+      passes<T, LOG, R>(acc, c, LANES, [&](int pass) {
+        if (begin >= end) return;
+        if (LOG && pass == 0) steps<T, R, 0, 0, LOG>(acc, c, sp, sq_strip, slot, begin, end);
+        else steps<T, R, 0, 1, LOG>(acc, c, sp, sq_strip, slot, begin, end);
+      });
       if (group == 0) {
 #pragma unroll
         for (int k = 0; k < R; ++k)
