@@ -517,17 +517,3 @@ def test_several_gpus_are_no_point_of_a_cpu_sweep():
     with pytest.raises(BenchError, match="CPU twins run at gpus = 1 only"):
         harness.plan(SUITE, {"K": "5", "gpus": "2"}, "cpu")
     assert len(harness.plan(SUITE, {"K": "5", "gpus": "1,2"}, "gpu").points) == 2
-
-
-def test_an_iteration_is_captured_as_a_graph_only_where_its_rebuild_is_the_suites_kernels():
-    """A CUDA graph captures the suite's kernels alone: not G0-G2's sort by CuPy, nor, beyond
-    the histogram's K, the CuPy sort of documents longer than LONG_CAP."""
-    from types import SimpleNamespace
-
-    from impls.saber import gpu
-
-    short, long = (SimpleNamespace(long_positions=np.arange(n, dtype=np.int32)) for n in (0, 5000))
-    assert gpu.on_device_only(short, 1024, ssc=True) and gpu.on_device_only(short, 5000, ssc=True)
-    assert gpu.on_device_only(long, gpu.HISTOGRAM_TOPICS, ssc=True)  # a histogram, no sort
-    assert not gpu.on_device_only(long, gpu.HISTOGRAM_TOPICS + 1, ssc=True)
-    assert not gpu.on_device_only(short, 1024, ssc=False)

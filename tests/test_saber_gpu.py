@@ -112,9 +112,12 @@ def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_wor
     device_bhat, _, device_structures = _preprocess(cupy.asarray(counts.b), kind)
     for iteration in (0, 7):
         expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, iteration)
+        b = cupy.zeros(counts.b.shape, cupy.int32) if by_word else None  # by word the draw counts the next B
         for chunk in chunks:
-            gpu.e_step(chunk, device_bhat, device_structures, SEED, iteration, by_word)
+            gpu.e_step(chunk, device_bhat, device_structures, SEED, iteration, by_word, b=b)
         np.testing.assert_array_equal(_gathered_z(chunks), expected)
+        if by_word:
+            np.testing.assert_array_equal(cupy.asnumpy(b), model.count(doc_ptr, words, expected, *counts.b.shape).b)
 
 
 @pytest.mark.parametrize("by_word", [False, True])
@@ -187,10 +190,13 @@ def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word, threa
     chunks = _device_chunks(doc_ptr, words, counts, 3)
     device_bhat, denominator, device_structures = _preprocess(cupy.asarray(counts.b), "tree")
     expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, 7, own_topics=z)
+    b = cupy.zeros(counts.b.shape, cupy.int32) if by_word else None
     for chunk in chunks:
         chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
-        gpu.e_step(chunk, device_bhat, device_structures, SEED, 7, by_word, threads, denominator=denominator)
+        gpu.e_step(chunk, device_bhat, device_structures, SEED, 7, by_word, threads, denominator=denominator, b=b)
     np.testing.assert_array_equal(_gathered_z(chunks), expected)
+    if by_word:  # the draw counted the next B
+        np.testing.assert_array_equal(cupy.asnumpy(b), model.count(doc_ptr, words, expected, *counts.b.shape).b)
     if topics > 1:  # the correction changes draws
         assert not np.array_equal(expected, model.e_step(np.arange(words.size), doc_of, words, counts, bhat,
                                                          structures, SEED, 7))
@@ -229,11 +235,10 @@ def _own_positions(chunk, z) -> np.ndarray:
 
 
 @pytest.mark.parametrize("ssc", [False, True])
-@pytest.mark.parametrize("topics", [1, 33, 1000, 1024, 1025, 4097])  # SSC by histogram up to 1024, then by sort
+@pytest.mark.parametrize("topics", [1, 31, 32, 33, 1000, 1025, 4097, model.MAX_TOPICS])  # bitmaps of 1 to 1024 words
 def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     rng = np.random.default_rng(topics)
-    lengths = np.concatenate([rng.integers(1, 60, 50), [0, gpu.SSC_CAP, gpu.SSC_CAP + 1, 3000, 0], [1, 2, 700],
-                              [gpu.LONG_CAP, gpu.LONG_CAP + 1, 9000]])
+    lengths = np.concatenate([rng.integers(1, 60, 50), [0, 31, 32, 33, 3000, 0], [1, 2, 700], [9000]])
     doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     words = rng.integers(0, 40, doc_ptr[-1]).astype(np.int32)
     z = np.minimum(rng.zipf(1.5, doc_ptr[-1]) - 1, topics - 1).astype(np.int32)
@@ -241,8 +246,7 @@ def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     b = cupy.zeros((40, topics), cupy.int32)
     non_zeros = cupy.zeros(1, cupy.uint64)
     a_idx, a_val, a_ptr = [], [], [0]
-    writes_positions = gpu.rebuild_writes_positions(topics, ssc)
-    assert writes_positions == (ssc and topics <= 1024)
+    writes_positions = ssc  # SSC's count writes each token's non-zero, given room
     for chunk in _device_chunks(doc_ptr, words, expected, 2):
         chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
         chunk.a_idx[...] = -1  # the twin's A, overwritten

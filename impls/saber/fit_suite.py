@@ -258,16 +258,8 @@ WARM_UP_DOCUMENTS = 100
 
 
 def _warm_up_corpus(train: Corpus) -> Corpus:
-    """The first documents, the longest and the first of each length that the rebuild counts
-    another way (a warp's, a block's, cupy's sort: gpu.SSC_CAP, gpu.LONG_CAP), so that a
-    warm-up takes every path the training will."""
-    from impls.saber import gpu
-
-    lengths = np.diff(train.doc_ptr)
-    chosen = set(range(min(WARM_UP_DOCUMENTS, train.num_docs))) | {int(lengths.argmax())}
-    for low, high in ((gpu.SSC_CAP, gpu.LONG_CAP), (gpu.LONG_CAP, np.inf)):
-        among = np.flatnonzero((lengths > low) & (lengths <= high))
-        chosen |= set(among[:1].tolist())
+    """The first documents and the longest, so that a warm-up takes every path the training will."""
+    chosen = set(range(min(WARM_UP_DOCUMENTS, train.num_docs))) | {int(np.diff(train.doc_ptr).argmax())}
     return train.select(np.array(sorted(chosen)), f"{train.name}:warm-up")
 
 

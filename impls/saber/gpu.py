@@ -138,10 +138,8 @@ def preprocess(b, kind: str, into: Model | None = None) -> Model:
 @dataclass
 class ChunkArrays:
     """One chunk's arrays, in pinned host memory or on the device, positions local: its
-    layout (model.Chunk), its documents longer than SSC_CAP and at most LONG_CAP tokens, the
-    positions of those longer still, its counts A
-    (by slot: document d's non-zeros at doc_ptr[d] + [0, n_keys[d]), so a chunk's A has a
-    fixed size and needs no compaction) and its topics z."""
+    layout (model.Chunk), its counts A (by slot: document d's non-zeros at doc_ptr[d] +
+    [0, n_keys[d]), so a chunk's A has a fixed size and needs no compaction) and its topics z."""
 
     first_token: int
     segment_sizes: np.ndarray  # on the host: the segments' tokens in schedule order (descending)
@@ -151,15 +149,12 @@ class ChunkArrays:
     by_word: object
     segment_ptr: object
     schedule: object
-    long_documents: object
-    long_positions: object
     a_idx: object
     a_val: object
     n_keys: object
     z: object
 
-    LAYOUT = ("doc_ptr", "doc_of", "words", "by_word", "segment_ptr", "schedule", "long_documents",
-              "long_positions")
+    LAYOUT = ("doc_ptr", "doc_of", "words", "by_word", "segment_ptr", "schedule")
     STATE = ("a_idx", "a_val", "n_keys", "z")
     ARRAYS = LAYOUT + STATE
 
@@ -172,21 +167,9 @@ class ChunkArrays:
         return int(self.n_keys.size)
 
 
-def long_documents(doc_ptr: np.ndarray) -> np.ndarray:
-    """The documents of more than SSC_CAP and at most LONG_CAP tokens (counted by a block each)."""
-    lengths = np.diff(doc_ptr)
-    return np.flatnonzero((lengths > SSC_CAP) & (lengths <= LONG_CAP)).astype(np.int32)
-
-
-def long_positions(doc_ptr: np.ndarray) -> np.ndarray:
-    """The positions of the tokens of documents longer than LONG_CAP (sorted by cupy, not in
-    shared memory)."""
-    lengths = np.diff(doc_ptr)
-    return np.flatnonzero(np.repeat(lengths > LONG_CAP, lengths)).astype(np.int32)
-
-
 def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration, by_word: bool,
-           threads: int = 0, denominator=None, counters=None, own_at=None, own_at_written: bool = False) -> None:
+           threads: int = 0, denominator=None, counters=None, own_at=None, own_at_written: bool = False,
+           b=None) -> None:
     """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
     warp per token in document order (G0), or a block per word segment (G1 on); blocks of
     `threads` (a multiple of W), or (0) the sizes chosen below. With B^'s `denominator`,
@@ -197,7 +180,8 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     next_iteration zeroes), or None: made here. own_at: int32 room for the chunk's tokens'
     own topics' non-zeros in A where the own topic is left out (a run's, so that a captured
     iteration allocates nothing), or None: made here; found here (saber_own_positions)
-    unless own_at_written: the chunk's rebuild wrote them (rebuild_writes_positions)."""
+    unless own_at_written: the chunk's rebuild wrote them (SSC, given room). b (G1 on
+    only): the next B, to which the draw adds the chunk's new topics (then rebuild need not)."""
     import cupy
 
     tokens = chunk.tokens
@@ -219,6 +203,7 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     else:
         name, extra = "saber_sample_alias", (structures.level4, structures.level3)
     if not by_word:
+        assert b is None, "G0's draw, a warp a token, leaves B to rebuild"
         block = threads or BLOCK
         _launch(name, (_warp_grid(tokens, True, block),), (block,), (
             *common, *extra, np.int32(tokens), np.uint32(seed), iteration, chunk.z))
@@ -249,7 +234,7 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
         blocks = min(last - first, multiprocessors() * _blocks_per_sm(shared_mem, block, kernel.num_regs))
         _launch(kernel_name, (blocks,), (block,), (
             *common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule, np.int32(first), np.int32(last), counter,
-            np.uint32(seed), iteration, chunk.z), shared_mem=shared_mem)
+            np.uint32(seed), iteration, chunk.z, NULL if b is None else b), shared_mem=shared_mem)
 
 
 # Threads of a block per word segment: 512 ran kos and nips 1.1-1.6x faster than 256 (H100,
@@ -308,10 +293,12 @@ def _blocks_per_sm(shared: int, threads: int, registers: int = 0) -> int:
 
 def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None, own_at=None) -> None:
     """The M-step of one chunk: its A from its z (in place: the chunk is sampled), by SSC
-    (G3 on) or one sort of its tokens by (document, topic) (G0-G2); its tokens added to B,
-    and its number of non-zeros of A to non_zeros (a uint64 on the device; None: dropped).
-    own_at (only where rebuild_writes_positions): room for each token's own topic's non-zero
-    in the new A, which the next left-out draw reads (e_step's own_at_written)."""
+    (G3 on) or one sort of its tokens by (document, topic) (G0-G2); its tokens added to B
+    (None: the draw added them, e_step's b), and its number of non-zeros of A to non_zeros (a
+    uint64 on the device; None: dropped). own_at (SSC only): room for each token's own topic's
+    non-zero in the new A, which the next left-out draw reads (e_step's own_at_written). With
+    SSC an iteration issues the suite's kernels alone (a CUDA graph can capture it); G0-G2's
+    sort is CuPy's, which may allocate or wait for the host."""
     import cupy
 
     non_zeros = cupy.zeros(1, cupy.uint64) if non_zeros is None else non_zeros
@@ -319,23 +306,10 @@ def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None, own_a
         _segmented_count(chunk, topics, non_zeros, own_at)
     else:
         _count_by_sorting(chunk, topics, non_zeros)
-    tokens = chunk.tokens
-    _launch("saber_word_counts", (_thread_grid(tokens),), (BLOCK,),
-            (np.int32(tokens), chunk.words, chunk.z, np.int32(topics), b))
-
-
-def rebuild_writes_positions(topics: int, ssc: bool) -> bool:
-    """Whether rebuild, given room, writes each token's own topic's non-zero in the new A: SSC's
-    histogram count does (K <= HISTOGRAM_TOPICS), a table lookup a token in its shared memory;
-    elsewhere the draw finds them (saber_own_positions)."""
-    return ssc and topics <= HISTOGRAM_TOPICS
-
-
-def on_device_only(chunk: ChunkArrays, topics: int, ssc: bool) -> bool:
-    """Whether an iteration of the chunk issues the suite's kernels alone (so that a CUDA graph
-    can capture it): its rebuild by SSC, no CuPy operation (which may allocate or wait for
-    the host) such as G0-G2's sort or the sort of documents over LONG_CAP beyond K = 1024."""
-    return ssc and (topics <= HISTOGRAM_TOPICS or chunk.long_positions.size == 0)
+    if b is not None:
+        tokens = chunk.tokens
+        _launch("saber_word_counts", (_thread_grid(tokens),), (BLOCK,),
+                (np.int32(tokens), chunk.words, chunk.z, np.int32(topics), b))
 
 
 def next_iteration(iteration, non_zeros, series, counters) -> None:
@@ -361,37 +335,13 @@ def _count_by_sorting(chunk: ChunkArrays, topics: int, non_zeros) -> None:
 
 
 def _segmented_count(chunk: ChunkArrays, topics: int, non_zeros, own_at) -> None:
-    """A by a segmented count per document (SSC, Fig. 8): up to HISTOGRAM_TOPICS topics, a
-    warp per document counts them in a histogram in shared memory (and, given own_at, writes
-    each token's non-zero there); beyond, a warp per document sorts its topics in shared
-    memory, a block per document longer than SSC_CAP, and the segments of documents longer
-    than LONG_CAP are sorted by cupy first."""
-    import cupy
-
-    if topics <= HISTOGRAM_TOPICS:
-        _launch("saber_histogram_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
-            chunk.doc_ptr, np.int32(chunk.documents), chunk.z, np.int32(topics), chunk.a_idx, chunk.a_val,
-            chunk.n_keys, non_zeros, NULL if own_at is None else own_at[:chunk.tokens]),
-            shared_mem=topics * 4 * (BLOCK // W))
-        return
-    assert own_at is None, "only the histogram count writes the own topics' positions"
-    sorted_z, scratch = chunk.z, chunk.z  # scratch: the run starts of the documents cupy sorts
-    if chunk.long_positions.size:  # one radix sort of (document, topic) keys
-        sorted_z, scratch = chunk.z.copy(), cupy.empty(chunk.tokens, cupy.int32)
-        keys = chunk.doc_of[chunk.long_positions].astype(cupy.int64) * topics + chunk.z[chunk.long_positions]
-        keys.sort()
-        sorted_z[chunk.long_positions] = (keys % topics).astype(cupy.int32)
-    _launch("saber_segmented_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
-        chunk.doc_ptr, np.int32(chunk.documents), chunk.z, sorted_z, np.int32(SSC_CAP), np.int32(LONG_CAP), scratch,
-        chunk.a_idx, chunk.a_val, chunk.n_keys, non_zeros), shared_mem=2 * SSC_CAP * 4 * (BLOCK // W))
-    if chunk.long_documents.size:
-        _launch("saber_segmented_count_long", (min(int(chunk.long_documents.size), _resident_blocks()),), (BLOCK,), (
-            chunk.doc_ptr, chunk.long_documents, np.int32(chunk.long_documents.size), chunk.z, np.int32(LONG_CAP),
-            chunk.a_idx, chunk.a_val, chunk.n_keys, non_zeros), shared_mem=2 * LONG_CAP * 4)
-
-
-HISTOGRAM_TOPICS = 1024  # up to this K, a warp's histogram of K ints (a block's: 32 KiB), no sort
-SSC_CAP = 512  # tokens of a document sorted in a warp's shared memory (a power of two)
-LONG_CAP = 4096  # tokens of a document sorted in a block's shared memory (a power of two); longer ones by cupy first
-assert SSC_CAP & (SSC_CAP - 1) == 0 and LONG_CAP & (LONG_CAP - 1) == 0, \
-    "the bitonic sort pads a document to a power of two no larger than its cap"
+    """A by a segmented count per document (SSC, Fig. 8): a warp per document ranks its topics
+    in a bitmap of K bits in shared memory, no sort (saber_rank_count); given own_at, each
+    token's non-zero is written there."""
+    kernel = raw_kernel(KERNEL_SOURCE, "saber_rank_count")
+    shared_mem = 2 * -(-topics // W) * 4 * (BLOCK // W)  # a warp's bitmap and its words' ranks
+    if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
+        kernel.max_dynamic_shared_size_bytes = shared_mem
+    _launch("saber_rank_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
+        chunk.doc_ptr, np.int32(chunk.documents), chunk.z, np.int32(topics), chunk.a_idx, chunk.a_val,
+        chunk.n_keys, non_zeros, NULL if own_at is None else own_at[:chunk.tokens]), shared_mem=shared_mem)

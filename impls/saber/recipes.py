@@ -940,8 +940,8 @@ CLAIMS = (
                "on every real corpus measured",
           why="delayed-gibbs leaves each token's own topic out of A, B and n_k by an exact one-topic correction, "
               "work that G4 does not do: each token's own topic's non-zero in A_d is written by the rebuild that "
-              "precedes the draw (SSC's histogram count reads it from its table in shared memory, at no "
-              "measurable cost; where K exceeds 1024 or the chunks stream, a kernel of its own searches for it); "
+              "precedes the draw (SSC's count ranks each token's topic anyway, at no measurable cost; where the "
+              "chunks stream, a kernel of its own searches for it); "
               "the lane that reads a token's inputs also places its draw in the word's tree against its own "
               "topic's interval; in the draw each token reads its correction (32 bytes more than G4's token) and "
               "moves the lanes from its own by it. `bench profile saber-fit` (kos and nips, K = 1024, H200; each "

@@ -121,11 +121,8 @@ def host_chunk(chunk: model.Chunk, pinned: bool) -> gpu.ChunkArrays:
         return out
 
     n, documents = chunk.tokens, chunk.documents
-    layout = {name: getattr(chunk, name) for name in gpu.ChunkArrays.LAYOUT if not name.startswith("long_")}
     return gpu.ChunkArrays(chunk.first_token, np.diff(chunk.segment_ptr)[chunk.schedule],
-                           **{name: place(a) for name, a in layout.items()},
-                           long_documents=place(gpu.long_documents(chunk.doc_ptr)),
-                           long_positions=place(gpu.long_positions(chunk.doc_ptr)),
+                           **{name: place(getattr(chunk, name)) for name in gpu.ChunkArrays.LAYOUT},
                            a_idx=place(np.zeros(n, np.int32)), a_val=place(np.zeros(n, np.int32)),
                            n_keys=place(np.zeros(documents, np.int32)), z=place(np.zeros(n, np.int32)))
 
@@ -216,7 +213,7 @@ class _Shard:
                  without_own: bool, ssc: bool):
         import cupy
 
-        self.device = cupy.cuda.Device(gpu_id)
+        self.device, self.ssc = cupy.cuda.Device(gpu_id), ssc
         self.chunks = [i for i, g in enumerate(corpus.gpu_of) if g == gpu_id]
         with self.device:
             self.streams = [cupy.cuda.Stream(non_blocking=False) for _ in range(workers)] if workers > 1 else \
@@ -229,8 +226,7 @@ class _Shard:
             self.counters = cupy.zeros((len(self.chunks), 2), cupy.int32)
             self.non_zeros = cupy.zeros(1, cupy.uint64)
             self.series = cupy.zeros(iterations, cupy.uint64)
-            self.own_at_written = without_own and corpus.device is not None and \
-                gpu.rebuild_writes_positions(topics, ssc)
+            self.own_at_written = without_own and corpus.device is not None and ssc
             sizes = [corpus.host[i].tokens for i in self.chunks] if self.own_at_written else \
                 [max(corpus.host[i].tokens for i in self.chunks)] * len(self.streams)
             self.own_at = [cupy.empty(size, cupy.int32) for size in sizes] if without_own else None
@@ -239,9 +235,11 @@ class _Shard:
         """The room for the own topics' positions of the chunk at `position` (None: counted)."""
         return None if self.own_at is None else self.own_at[position % len(self.own_at)]
 
-    def rebuild(self, chunk: gpu.ChunkArrays, position: int, topics: int, ssc: bool, non_zeros=None) -> None:
-        """The chunk's A and its tokens in B; the own topics' positions where it writes them."""
-        gpu.rebuild(chunk, topics, ssc, self.b, non_zeros, self.own_at_of(position) if self.own_at_written else None)
+    def rebuild(self, chunk: gpu.ChunkArrays, position: int, non_zeros=None, drawn_into_b: bool = False) -> None:
+        """The chunk's A, and its tokens in B unless its draw added them (drawn_into_b); the own
+        topics' positions where it writes them."""
+        gpu.rebuild(chunk, self.b.shape[1], self.ssc, None if drawn_into_b else self.b, non_zeros,
+                    self.own_at_of(position) if self.own_at_written else None)
 
     def end_iteration(self) -> None:
         gpu.next_iteration(self.iteration, self.non_zeros, self.series, self.counters)
@@ -351,7 +349,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
                     chunk = host[index]
                     placed, slot = shard.place(corpus, position, gpu.ChunkArrays.LAYOUT)
                     placed.z.set(z[chunk.first_token:chunk.first_token + chunk.tokens])
-                    shard.rebuild(placed, position, topics, ssc)
+                    shard.rebuild(placed, position)
                     if slot:
                         slot.copy_out(placed, chunk)
         _sum_counts(shards)
@@ -372,9 +370,9 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
         with phase("sample"):
             gpu.e_step(placed, shard.model.bhat, shard.model.structures, seed, shard.iteration, by_word, threads,
                        shard.model.denominator if without_own else None, shard.counters[position],
-                       shard.own_at_of(position), shard.own_at_written)
+                       shard.own_at_of(position), shard.own_at_written, shard.b if by_word else None)
         with phase("rebuild"):
-            shard.rebuild(placed, position, topics, ssc, shard.non_zeros)
+            shard.rebuild(placed, position, shard.non_zeros, drawn_into_b=by_word)
         with phase("transfer"):
             if slot:
                 slot.copy_out(placed, host[shard.chunks[position]])
@@ -409,7 +407,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
     launched = gpu.launches
     one_by_one = len(shards) == 1 and (workers == 1 or len(shards[0].chunks) == 1)
     graph = None
-    if graphs and one_by_one and corpus.device and all(gpu.on_device_only(c, topics, ssc) for c in corpus.device):
+    if graphs and one_by_one and corpus.device and ssc:  # SSC's rebuild: the suite's kernels alone (gpu.rebuild)
         with ctx.phase("capture"):  # the host's launches of one iteration, once (in the run's time)
             graph = _captured(lambda: in_turn(_untimed_phase))
     issuers = ThreadPoolExecutor(len(shards)) if len(shards) > 1 else None  # a host thread per GPU

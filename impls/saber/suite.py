@@ -150,9 +150,8 @@ class SaberSuite(Suite):
         Metric("chunks_used", "", help="chunks of documents, on all GPUs (the chunks asked for, or more for the memory "
                "budget)"),
         Metric("launches_per_iteration", "", help="GPU: the kernels and memsets an iteration issues from the host "
-               "(the suite's own; CuPy's operations in G0-G2's rebuild by sorting and the sort of documents over "
-               "LONG_CAP tokens are not counted, so that the floor stays a floor; a graph's: its launch, and its "
-               "capture's once)"),
+               "(the suite's own; CuPy's operations in G0-G2's rebuild by sorting are not counted, so that the "
+               "floor stays a floor; a graph's: its launch, and its capture's once)"),
         Metric("graphed", "", help="GPU: 1 where the iterations were replayed as a CUDA graph (axis graphs)"),
         Metric("resident", "", help="1: every chunk on the device; 0: streamed from pinned host memory"),
         # Table 2's analogue: the bytes of the arrays the run allocated (where they live: the

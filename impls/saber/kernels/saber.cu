@@ -24,16 +24,15 @@
 //                       SM (_wide: up to 1024)
 //   saber_own_positions  with the own topic left out, each token's own topic's non-zero in A_d,
 //                       a thread per token, before the draws (where the rebuild did not
-//                       write them: saber_histogram_count does)
+//                       write them: streaming, whose chunks keep no room for them)
 //   saber_own_topic_draws  a probe for the tests: the own-topic correction and the tree's draw
 //                       of given (word, u2, own topic), a warp each
-//   saber_word_counts   B from the new topics, by integer atomics
+//   saber_word_counts   B from the new topics, by integer atomics (G0; the word segments'
+//                       kernels count them as they draw them)
 //   saber_next_iteration  the end of an iteration on the device (a CUDA graph replays it)
-//   saber_histogram_count  SSC (G3 on) for K <= 1024: A of a chunk's documents, a warp per document
-//                       counting its topics in shared memory (and, given room, each token's
-//                       own topic's non-zero in the new A for the next left-out draw)
-//   saber_segmented_count  SSC for larger K: a warp per document sorting its topics (_long: a
-//                       block per document too long for a warp's shared memory)
+//   saber_rank_count    SSC (G3 on): A of a chunk's documents, a warp per document ranking its
+//                       topics in a bitmap in shared memory (and, given room, each token's own
+//                       topic's non-zero in the new A for the next left-out draw)
 
 #define FULL_MASK 0xffffffffu
 #define W 32
@@ -71,6 +70,17 @@ __device__ __forceinline__ float warp_scan(float x) {
   for (int offset = 1; offset < W; offset <<= 1) {
     const float neighbour = __shfl_up_sync(FULL_MASK, x, offset);
     if (lane >= offset) x = __fadd_rn(x, neighbour);
+  }
+  return x;
+}
+
+// ... and of ints (exact in any order).
+__device__ __forceinline__ int warp_scan(int x) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int offset = 1; offset < W; offset <<= 1) {
+    const int neighbour = __shfl_up_sync(FULL_MASK, x, offset);
+    if (lane >= offset) x += neighbour;
   }
   return x;
 }
@@ -299,7 +309,7 @@ extern "C" __global__ void saber_own_topic_draws(const float* bhat, int topics, 
 // One chunk's tokens (positions local to it, int32) and the counts A of its documents:
 // document d's non-zeros are a_idx/a_val[a_start[d], a_start[d] + a_count[d]); with the own
 // topic left out, own_at[p] is token p's own topic's non-zero (saber_own_positions, or the
-// rebuild's saber_histogram_count).
+// rebuild's saber_rank_count).
 struct Chunk {
   long long first_token;  // the corpus's id of position 0: the draws' counter
   const int *doc_of, *words, *a_start, *a_count, *a_idx, *a_val, *own_at;
@@ -467,18 +477,27 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
   }
 }
 
+// B_v += a warp's new topics of word v (where `valid`): one atomic a distinct topic, with the
+// count of the lanes that drew it. The draw counts the next B (b, zeroed by the preprocessing)
+// in place of saber_word_counts' pass over the chunk: the word's row is in L2 while its
+// segment is drawn, where a pass in token order adds to rows all over B.
+__device__ __forceinline__ void add_word_topics(int* b_v, int topic, bool valid) {
+  const unsigned same = __match_any_sync(FULL_MASK, valid ? topic : -1);
+  if (valid && __ffs(same) - 1 == (threadIdx.x & 31)) atomicAdd(b_v + topic, __popc(same));
+}
+
 // G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
 // order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
 // the segments taken), then each warp a contiguous share of the segment's tokens, drawn a token
 // at a time (so that a document's tokens of the word share their lane scan) from inputs
 // read 32 at a time (Batch, in shared memory). Staged: the block first copies B^_v to shared
 // memory (after the batches: topics floats); otherwise (segments too short to pay for the
-// copy) its warps read B^_v in global memory.
+// copy) its warps read B^_v in global memory. b (not null): the new topics added to B there.
 template <typename Structure, bool Staged, bool LeftOut>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
                                int first_segment, int last, int* next, const float* bhat, int topics, float alpha,
                                const float* totals, const float* denominator, const Structure& structure,
-                               unsigned seed, const unsigned* iteration, int* z) {
+                               unsigned seed, const unsigned* iteration, int* z, int* b) {
   extern __shared__ float4 dynamic[];
   __shared__ int taken;
   if (!LeftOut) denominator = nullptr;  // ESCA's kernels hold no code (nor registers) for the own topic
@@ -512,6 +531,7 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
         if (lane == j) topic = k;
       }
       if (lane < n) z[p] = topic;
+      if (b) add_word_topics(b + (long long)v * topics, topic, lane < n);
       __syncwarp();  // the batch is read before the next one overwrites it
     }
     __syncthreads();  // the staged B^_v and taken are read before the next segment overwrites them
@@ -542,7 +562,7 @@ extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int to
 
 #define BY_WORD_PARAMS \
   const int *by_word, const int *segment_ptr, const int *schedule, int first_segment, int last, int *next, \
-      unsigned seed, const unsigned *iteration, int *z
+      unsigned seed, const unsigned *iteration, int *z, int *b
 #define BY_WORD_ARGS by_word, segment_ptr, schedule, first_segment, last, next, bhat, topics, alpha, totals, denominator
 
 // The word-segment kernels, for blocks of up to `threads`, at least `blocks` of them an SM:
@@ -550,13 +570,14 @@ extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int to
 #define TREE_BY_WORD_KERNEL(name, staged, left_out, threads, blocks)                                         \
   extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
       name(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {                                                      \
-    sample_by_word<Tree, staged, left_out>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z); \
+    sample_by_word<Tree, staged, left_out>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z,   \
+                                           b);                                                               \
   }
 #define ALIAS_BY_WORD_KERNEL(name, staged, threads, blocks)                                                  \
   extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
       name(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {                                                     \
     sample_by_word<Alias, staged, false>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed,        \
-                                         iteration, z);                                                      \
+                                         iteration, z, b);                                                   \
   }
 #define BY_WORD_KERNELS(suffix, threads, blocks)                                                             \
   TREE_BY_WORD_KERNEL(saber_sample_tree_by_word##suffix, true, false, threads, blocks)                       \
@@ -593,157 +614,57 @@ extern "C" __global__ void saber_next_iteration(unsigned* iteration, unsigned lo
 }
 
 // ---------------------------------------------------------------------------
-// SSC (Fig. 8, G3 on): A rebuilt by a segmented count per document.
-//
-// For K up to HISTOGRAM_TOPICS, a warp per document of any length counts its topics in a
-// histogram of K ints in its shared memory, then reads it in topic order (zeroing it for
-// the next document): O(n / 32 + K / 32) steps a document, no sort. The same keys and
-// counts as the sort below. Given own_at (not null), the histogram holds each topic's
-// non-zero once counted, and each token's is written to own_at: the next left-out draw's
-// positions, a shared-memory read a token where saber_own_positions searches A_d in L2.
-extern "C" __global__ void saber_histogram_count(const int* doc_ptr, int documents, const int* z, int topics,
-                                                 int* keys, int* counts, int* n_keys,
-                                                 unsigned long long* non_zeros, int* own_at) {
-  extern __shared__ int shared_ints[];
-  const int lane = threadIdx.x & 31;
-  int* histogram = shared_ints + (threadIdx.x >> 5) * topics;
-  for (int k = lane; k < topics; k += W) histogram[k] = 0;
+// SSC (Fig. 8, G3 on): A rebuilt by a segmented count per document, a warp per document of
+// any length, for any K, with no sort: the topics present are marked in a bitmap of K bits in
+// the warp's shared memory, and a scan of its words' popcounts gives each one its rank among
+// them, so a token's topic has its non-zero at doc_ptr[d] + rank, in increasing topic order as
+// the sort's: O(n / 32 + K / 1024) steps a document (a histogram of K ints took K / 32, a
+// sort of the tokens n log^2 n). Counts by integer atomics (exact in any order), one a
+// distinct topic of 32 tokens. Given own_at (not null), each token's non-zero is written there:
+// the next left-out draw's positions (where saber_own_positions searches A_d).
+extern "C" __global__ void saber_rank_count(const int* doc_ptr, int documents, const int* z, int topics,
+                                            int* keys, int* counts, int* n_keys,
+                                            unsigned long long* non_zeros, int* own_at) {
+  extern __shared__ unsigned shared_words[];
+  const int lane = threadIdx.x & 31, words = (topics + W - 1) / W;
+  unsigned* present = shared_words + (threadIdx.x >> 5) * 2 * words;  // bit k: topic k is present
+  unsigned* before = present + words;  // before[w]: the topics present in words 0 .. w - 1
+  for (int w = lane; w < words; w += W) present[w] = 0;
   __syncwarp();
   const int warps = (gridDim.x * blockDim.x) >> 5;
   unsigned long long found = 0;
   for (int d = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; d < documents; d += warps) {
     const int first = doc_ptr[d], n = int(doc_ptr[d + 1] - first);
-    for (int i = lane; i < n; i += W) atomicAdd(&histogram[z[first + i]], 1);
+    for (int i = lane; i < n; i += W) {
+      const int k = z[first + i];
+      atomicOr(&present[k / W], 1u << (k % W));
+    }
     __syncwarp();
-    int r = 0;  // distinct topics before this chunk of 32
-    for (int base = 0; base < topics; base += W) {
-      const int k = base + lane;
-      const int count = k < topics ? histogram[k] : 0;
-      const unsigned ballot = __ballot_sync(FULL_MASK, count > 0);
-      if (count > 0) {
-        const int at = first + r + __popc(ballot & ((1u << lane) - 1));
-        keys[at] = k;
-        counts[at] = count;
-        histogram[k] = own_at ? at : 0;
+    int r = 0;  // distinct topics before this chunk of 32 words
+    for (int base = 0; base < words; base += W) {
+      const int w = base + lane, count = w < words ? __popc(present[w]) : 0, through = warp_scan(count);
+      if (w < words) before[w] = r + through - count;
+      r += __shfl_sync(FULL_MASK, through, W - 1);
+    }
+    for (int i = lane; i < r; i += W) counts[first + i] = 0;
+    __syncwarp();  // the ranks' offsets and the zeroed counts, before the tokens use them
+    for (int base = 0; base < n; base += W) {
+      const int i = base + lane;
+      const bool token = i < n;
+      const int k = token ? z[first + i] : -1;
+      const int at = token ? first + before[k / W] + __popc(present[k / W] & ((1u << (k % W)) - 1)) : 0;
+      if (token) {
+        keys[at] = k;  // by every token of the topic: the same value
+        if (own_at) own_at[first + i] = at;
       }
-      r += __popc(ballot);
+      const unsigned same = __match_any_sync(FULL_MASK, k);
+      if (token && __ffs(same) - 1 == lane) atomicAdd(&counts[at], __popc(same));
     }
-    if (own_at) {
-      __syncwarp();  // every topic's non-zero is in the histogram before the tokens read it
-      for (int i = lane; i < n; i += W) own_at[first + i] = histogram[z[first + i]];
-      __syncwarp();  // ... and read before it is zeroed
-      for (int i = lane; i < n; i += W) histogram[z[first + i]] = 0;
-    }
+    __syncwarp();  // every rank read before the bitmap is cleared
+    for (int i = lane; i < n; i += W) present[z[first + i] / W] = 0;
     if (lane == 0) n_keys[d] = r;
     found += r;
-    __syncwarp();  // the histogram is zeroed before the next document counts into it
+    __syncwarp();  // the bitmap is clear before the next document marks it
   }
   if (lane == 0 && found) atomicAdd(non_zeros, found);
-}
-
-// For larger K, a document of at most
-// `cap` tokens is sorted in its warp's shared memory (bitonic, padded to a power of two with
-// INT_MAX; 2 * cap ints a warp); one of at most `long_cap` tokens by a block of its own
-// (saber_segmented_count_long, 2 * long_cap ints); a longer one arrives sorted in `sorted_z`
-// (the caller sorts those few segments) and uses `scratch` for its run starts. The distinct
-// topics, in increasing order, and their counts go to keys/counts[doc_ptr[d] + r], their
-// number to n_keys[d], and their sum over the documents is added to *non_zeros.
-
-// The bitonic sort of values[0, size) (size a power of two) by a warp, or (Block) by the block.
-template <bool Block>
-__device__ void bitonic_sort(int* values, int size) {
-  const int rank = Block ? threadIdx.x : threadIdx.x & 31, group = Block ? blockDim.x : W;
-  for (int span = 2; span <= size; span <<= 1) {
-    for (int stride = span >> 1; stride > 0; stride >>= 1) {
-      for (int i = rank; i < size / 2; i += group) {
-        const int lo = 2 * stride * (i / stride) + i % stride, hi = lo + stride;
-        const bool ascending = (lo & span) == 0;
-        const int a = values[lo], b = values[hi];
-        if ((a > b) == ascending) {
-          values[lo] = b;
-          values[hi] = a;
-        }
-      }
-      if (Block) __syncthreads(); else __syncwarp();
-    }
-  }
-}
-
-// The runs of sorted[0, n), a warp together: their starts (in `starts`), then keys, counts and
-// their number; returns it.
-__device__ int count_runs(const int* sorted, int n, int* starts, int* keys, int* counts) {
-  const int lane = threadIdx.x & 31;
-  int found = 0;  // distinct topics before this chunk of 32
-  for (int base = 0; base < n; base += W) {
-    const int i = base + lane;
-    const bool start = i < n && (i == 0 || sorted[i] != sorted[i - 1]);
-    const unsigned ballot = __ballot_sync(FULL_MASK, start);
-    if (start) starts[found + __popc(ballot & ((1u << lane) - 1))] = i;
-    found += __popc(ballot);
-  }
-  __syncwarp();  // the starts are written before they are read
-  for (int r = lane; r < found; r += W) {
-    const int s = starts[r], e = r + 1 < found ? starts[r + 1] : n;
-    keys[r] = sorted[s];
-    counts[r] = e - s;
-  }
-  return found;
-}
-
-// A document's tokens into buffer[0, size), padded with INT_MAX, size the power of two >= n.
-template <bool Block>
-__device__ int load_padded(const int* z, int n, int* buffer) {
-  int size = 1;
-  while (size < n) size <<= 1;
-  for (int i = Block ? threadIdx.x : threadIdx.x & 31; i < size; i += Block ? blockDim.x : W)
-    buffer[i] = i < n ? z[i] : 0x7fffffff;
-  if (Block) __syncthreads(); else __syncwarp();
-  return size;
-}
-
-extern "C" __global__ void saber_segmented_count(const int* doc_ptr, int documents, const int* z,
-                                                 const int* sorted_z, int cap, int long_cap, int* scratch, int* keys,
-                                                 int* counts, int* n_keys, unsigned long long* non_zeros) {
-  extern __shared__ int shared_ints[];
-  const int lane = threadIdx.x & 31;
-  int* buffer = shared_ints + (threadIdx.x >> 5) * 2 * cap;
-  const int warps = (gridDim.x * blockDim.x) >> 5;
-  unsigned long long found = 0;
-  for (int d = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; d < documents; d += warps) {
-    const int first = doc_ptr[d];
-    const int n = int(doc_ptr[d + 1] - first);
-    if (n > cap && n <= long_cap) continue;  // saber_segmented_count_long's
-    int r;
-    if (n <= cap) {
-      bitonic_sort<false>(buffer, load_padded<false>(z + first, n, buffer));
-      r = count_runs(buffer, n, buffer + cap, keys + first, counts + first);
-    } else {
-      r = count_runs(sorted_z + first, n, scratch + first, keys + first, counts + first);
-    }
-    if (lane == 0) n_keys[d] = r;
-    found += r;
-    __syncwarp();  // the buffer is read before the next document is written to it
-  }
-  if (lane == 0 && found) atomicAdd(non_zeros, found);
-}
-
-// The documents of more than cap and at most long_cap tokens (their ids in `long_documents`),
-// a block each: sorted by the block, counted by its first warp.
-extern "C" __global__ void saber_segmented_count_long(const int* doc_ptr, const int* long_documents, int count,
-                                                      const int* z, int long_cap, int* keys, int* counts,
-                                                      int* n_keys, unsigned long long* non_zeros) {
-  extern __shared__ int shared_ints[];
-  for (int i = blockIdx.x; i < count; i += gridDim.x) {
-    const int d = long_documents[i], first = doc_ptr[d];
-    const int n = int(doc_ptr[d + 1] - first);
-    bitonic_sort<true>(shared_ints, load_padded<true>(z + first, n, shared_ints));
-    if (threadIdx.x < W) {
-      const int r = count_runs(shared_ints, n, shared_ints + long_cap, keys + first, counts + first);
-      if (threadIdx.x == 0) {
-        n_keys[d] = r;
-        atomicAdd(non_zeros, (unsigned long long)r);
-      }
-    }
-    __syncthreads();  // the buffer is read before the next document is written to it
-  }
 }
