@@ -63,24 +63,17 @@ __device__ __forceinline__ float to_uniform(unsigned word) {
 // ---------------------------------------------------------------------------
 // Warp primitives in the twin's order.
 
-// The inclusive Hillis-Steele scan of one chunk of 32 (lane l adds lane l - o).
-__device__ __forceinline__ float warp_scan(float x) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int offset = 1; offset < W; offset <<= 1) {
-    const float neighbour = __shfl_up_sync(FULL_MASK, x, offset);
-    if (lane >= offset) x = __fadd_rn(x, neighbour);
-  }
-  return x;
-}
+__device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ int add(int a, int b) { return a + b; }  // counts: exact in any order
 
-// ... and of ints (exact in any order).
-__device__ __forceinline__ int warp_scan(int x) {
+// The inclusive Hillis-Steele scan of one chunk of 32 (lane l adds lane l - o).
+template <typename T>
+__device__ __forceinline__ T warp_scan(T x) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int offset = 1; offset < W; offset <<= 1) {
-    const int neighbour = __shfl_up_sync(FULL_MASK, x, offset);
-    if (lane >= offset) x += neighbour;
+    const T neighbour = __shfl_up_sync(FULL_MASK, x, offset);
+    if (lane >= offset) x = add(x, neighbour);
   }
   return x;
 }
