@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--nulls", type=int, default=20, help="CI runs without change")
     parser.add_argument("--runs", type=int, default=10, help="CI runs per slowdown")
     parser.add_argument("--factors", default="1.05,1.1,1.2,2", help="slowdown factors")
-    parser.add_argument("--processes", type=int, default=1, help="processes a CI run (make regression: 4 a side)")
+    parser.add_argument("--processes", type=int, default=1, help="processes a CI run (make regression: 6 a side)")
     parser.add_argument("--thresholds", default="0.10", help="bench check's --threshold and "
                         "--calibration-threshold, each value a row of its own (comma list)")
     parser.add_argument("--calibration-threshold", type=float, default=None, help="bench check's "
