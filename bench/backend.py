@@ -108,6 +108,14 @@ def raw_kernel(source: Traversable, name: str, options: tuple[str, ...] = ("-std
     return _kernel(source, name, options, cupy.cuda.runtime.getDevice())
 
 
+def allow_shared_memory(kernel, shared: int) -> None:
+    """Let `kernel` (a cupy RawKernel) launch with `shared` bytes of dynamic shared memory a
+    block: past its default (48 KiB less its static shared memory), a kernel must opt in. (The
+    attribute is a driver call, not read for none: a small launch is its host's cost.)"""
+    if shared and shared > kernel.max_dynamic_shared_size_bytes:
+        kernel.max_dynamic_shared_size_bytes = shared
+
+
 def device_attribute(name: str) -> int:
     """An attribute of the current GPU (CuPy's Device.attributes), read once per GPU: the
     GPUs of one machine may differ."""

@@ -13,7 +13,7 @@ import numpy as np
 
 from impls.admodel.cpu import prior_constant
 from impls.admodel.data import BYTES_PER_OBSERVATION, MATERIAL, PLACEMENT, PSI, Data
-from bench.backend import multiprocessors, raw_kernel
+from bench.backend import allow_shared_memory, multiprocessors, raw_kernel
 
 KERNEL_SOURCE = files("impls.admodel") / "kernels" / "admodel.cu"  # package data (pyproject.toml)
 FACTORS = 10  # N: the kernels are compiled for it
@@ -111,8 +111,7 @@ def _launch(name: str, dev: DeviceData, theta, cache_policy: str, block: int, *o
     kernel = raw_kernel(KERNEL_SOURCE, _kernel_name(name, PRECISION[theta.dtype], cache_policy, skewed))
     grid = _grid(dev.observations, block)
     shared = _shared_bytes(name, block, theta.itemsize, skewed)
-    if shared > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
-        kernel.max_dynamic_shared_size_bytes = shared
+    allow_shared_memory(kernel, shared)
     args = (theta, dev.covariates, dev.y, dev.w, np.int64(dev.observations), *(np.int32(o) for o in dev.offsets))
     kernel((grid,), (block,), (*args, *outputs), shared_mem=shared)
 

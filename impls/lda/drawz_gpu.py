@@ -13,7 +13,7 @@ from importlib.resources import files
 
 import numpy as np
 
-from bench.backend import raw_kernel
+from bench.backend import allow_shared_memory, raw_kernel
 from impls.lda import drawz_cpu
 from impls.lda.drawz_cpu import VARIANTS
 
@@ -141,7 +141,6 @@ def draw_z_gpu(variant, doc_ptr, words, theta, phi, u, z, W=32, storage="auto", 
     shared = 0
     if variant in TILED:  # a tile of K products (one pad word per 32) per warp
         shared = BLOCK // W * (K + K // W + 1) * dtype.itemsize
-        if shared > 48 * 1024:  # beyond the default, a kernel must ask for more
-            launch.max_dynamic_shared_size_bytes = shared
+        allow_shared_memory(launch, shared)
     launch((grid,), (BLOCK,), (doc_ptr, words, theta, phi, u, z, np.int32(M), np.int32(K), scratch),
            shared_mem=shared)

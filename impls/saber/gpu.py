@@ -10,7 +10,7 @@ from importlib.resources import files
 
 import numpy as np
 
-from bench.backend import device_attribute, multiprocessors, raw_kernel
+from bench.backend import allow_shared_memory, device_attribute, multiprocessors, raw_kernel
 from bench.errors import BenchError
 from impls.saber.model import BETA, Structures, alpha_of, check_without_own
 from impls.saber.structures import W, level3_size, padded
@@ -229,8 +229,7 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
         if not _fits(kernel, shared_mem):
             raise BenchError(f"K = {topics:,}, {block} threads a block: {shared_mem:,} bytes of shared memory a block, "
                              f"more than this GPU gives one; use fewer threads")
-        if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
-            kernel.max_dynamic_shared_size_bytes = shared_mem
+        allow_shared_memory(kernel, shared_mem)
         blocks = min(last - first, multiprocessors() * _blocks_per_sm(shared_mem, block, kernel.num_regs))
         _launch(kernel_name, (blocks,), (block,), (
             *common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule, np.int32(first), np.int32(last), counter,
@@ -340,8 +339,7 @@ def _segmented_count(chunk: ChunkArrays, topics: int, non_zeros, own_at) -> None
     token's non-zero is written there."""
     kernel = raw_kernel(KERNEL_SOURCE, "saber_rank_count")
     shared_mem = 2 * -(-topics // W) * 4 * (BLOCK // W)  # a warp's bitmap and its words' ranks
-    if shared_mem > kernel.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
-        kernel.max_dynamic_shared_size_bytes = shared_mem
+    allow_shared_memory(kernel, shared_mem)
     _launch("saber_rank_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
         chunk.doc_ptr, np.int32(chunk.documents), chunk.z, np.int32(topics), chunk.a_idx, chunk.a_val,
         chunk.n_keys, non_zeros, NULL if own_at is None else own_at[:chunk.tokens]), shared_mem=shared_mem)

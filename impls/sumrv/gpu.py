@@ -12,7 +12,7 @@ from importlib.resources import files
 import numpy as np
 
 from bench import peaks as bench_peaks
-from bench.backend import multiprocessors, raw_kernel
+from bench.backend import allow_shared_memory, multiprocessors, raw_kernel
 from impls.sumrv.cpu import via_linear
 
 KERNEL_SOURCE = files("impls.sumrv") / "kernels" / "sumrv.cu"  # package data (pyproject.toml)
@@ -205,8 +205,7 @@ def _strip_launch(batch: int, m: int, n: int, dtype: np.dtype, log: bool, config
     launch = kernel(f"sumrv_strip_{threads}x{per_slot}x{chunk}x{groups}_{suffix}")
     itemsize = np.dtype(dtype).itemsize
     shared = threads // 32 * whole_pair_values(m, n, config, itemsize) * itemsize if chunk == 0 else 0
-    if shared and shared > launch.max_dynamic_shared_size_bytes:  # past the 48 KiB a launch gets without asking
-        launch.max_dynamic_shared_size_bytes = shared
+    allow_shared_memory(launch, shared)
     vector = vector and (m * itemsize) % 16 == 0 and (n * itemsize) % 16 == 0
     args = (np.int64(p_stride // itemsize), np.int64(q_stride // itemsize), np.int64(m + n - 1), np.int32(m),
             np.int32(n), np.int64(batch), np.int32(splits), np.int32(split_len), np.int32(vector))
