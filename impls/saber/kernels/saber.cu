@@ -78,6 +78,14 @@ __device__ __forceinline__ T warp_scan(T x) {
   return x;
 }
 
+// *address += the number of lanes holding this lane's key (whose address it is), where
+// `valid`; a lane not valid holds a key that no valid lane holds. One integer atomic a
+// distinct key, by its first lane.
+__device__ __forceinline__ void add_lane_counts(int* address, int key, bool valid) {
+  const unsigned same = __match_any_sync(FULL_MASK, key);
+  if (valid && __ffs(same) - 1 == (threadIdx.x & 31)) atomicAdd(address, __popc(same));
+}
+
 // The first lane whose value is >= x, the last lane where none is.
 __device__ __forceinline__ int warp_vote(float value, float x) {
   const unsigned ballot = __ballot_sync(FULL_MASK, value >= x);
@@ -470,15 +478,6 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
   }
 }
 
-// B_v += a warp's new topics of word v (where `valid`): one atomic a distinct topic, with the
-// count of the lanes that drew it. The draw counts the next B (b, zeroed by the preprocessing)
-// in place of saber_word_counts' pass over the chunk: the word's row is in L2 while its
-// segment is drawn, where a pass in token order adds to rows all over B.
-__device__ __forceinline__ void add_word_topics(int* b_v, int topic, bool valid) {
-  const unsigned same = __match_any_sync(FULL_MASK, valid ? topic : -1);
-  if (valid && __ffs(same) - 1 == (threadIdx.x & 31)) atomicAdd(b_v + topic, __popc(same));
-}
-
 // G1 on (PDOW, Sec. 3.4): a block per segment of one word, taken dynamically in `schedule`
 // order from schedule[first_segment] to schedule[last - 1] (*next, zero at the launch, counts
 // the segments taken), then each warp a contiguous share of the segment's tokens, drawn a token
@@ -524,7 +523,10 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
         if (lane == j) topic = k;
       }
       if (lane < n) z[p] = topic;
-      if (b) add_word_topics(b + (long long)v * topics, topic, lane < n);
+      // The next B counted here (b, zeroed by the preprocessing), not by saber_word_counts'
+      // pass over the chunk: the word's row is in L2 while its segment is drawn, where a pass
+      // in token order adds to rows all over B.
+      if (b) add_lane_counts(b + (long long)v * topics + topic, lane < n ? topic : -1, lane < n);
       __syncwarp();  // the batch is read before the next one overwrites it
     }
     __syncthreads();  // the staged B^_v and taken are read before the next segment overwrites them
@@ -650,8 +652,7 @@ extern "C" __global__ void saber_rank_count(const int* doc_ptr, int documents, c
         keys[at] = k;  // by every token of the topic: the same value
         if (own_at) own_at[first + i] = at;
       }
-      const unsigned same = __match_any_sync(FULL_MASK, k);
-      if (token && __ffs(same) - 1 == lane) atomicAdd(&counts[at], __popc(same));
+      add_lane_counts(counts + at, k, token);
     }
     __syncwarp();  // every rank read before the bitmap is cleared
     for (int i = lane; i < n; i += W) present[z[first + i] / W] = 0;
