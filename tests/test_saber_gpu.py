@@ -39,8 +39,8 @@ def _state(topics: int, documents: int = 120, vocabulary: int = 300, seed: int =
 
 
 def _preprocess(b, kind: str) -> tuple:
-    """gpu.preprocess's B^, denominators and structures, into new arrays."""
-    model_ = gpu.preprocess(b, kind)
+    """gpu.preprocess's B^, denominators and structures, into new arrays, n_k B's column sums."""
+    model_ = gpu.preprocess(b, b.sum(axis=0, dtype=cupy.int64), kind)
     return model_.bhat, model_.denominator, model_.structures
 
 
@@ -51,22 +51,29 @@ def _assert_structures_equal(device, cpu) -> None:
 
 @pytest.mark.parametrize("kind", ["tree", "alias"])
 @pytest.mark.parametrize("topics", [1, 2, 31, 32, 33, 100, 1000, 1025])
-def test_b_hat_and_structures_are_the_twins_bit_for_bit_and_b_is_zeroed(kind, topics):
+def test_b_hat_and_structures_are_the_twins_bit_for_bit_and_the_counts_are_zeroed(kind, topics):
     _, _, _, counts = _state(topics)
-    b = cupy.asarray(counts.b)
-    bhat, denominator, structures = _preprocess(b, kind)
+    b, topic_counts = cupy.asarray(counts.b), cupy.asarray(counts.topic_totals)
+    model_ = gpu.preprocess(b, topic_counts, kind)
     expected = model.b_hat(counts)
-    np.testing.assert_array_equal(cupy.asnumpy(bhat), expected)
-    np.testing.assert_array_equal(cupy.asnumpy(denominator), counts.topic_totals.astype(np.float32)
+    np.testing.assert_array_equal(cupy.asnumpy(model_.bhat), expected)
+    np.testing.assert_array_equal(cupy.asnumpy(model_.denominator), counts.topic_totals.astype(np.float32)
                                   + np.float32(counts.b.shape[0]) * model.BETA)
-    _assert_structures_equal(structures, model.preprocess(expected, kind))
-    assert not b.any(), "B is zeroed, to count the next iteration's topics"
+    _assert_structures_equal(model_.structures, model.preprocess(expected, kind))
+    assert not b.any() and not topic_counts.any(), "B and n_k are zeroed, to count the next iteration's topics"
 
 
-@pytest.mark.parametrize("vocabulary, topics", [(1, 1), (300, 33), (3 * gpu.TOTALS_ROWS + 5, 1000)])
-def test_topic_totals_are_the_column_sums(vocabulary, topics):
-    b = np.random.default_rng(topics).integers(0, 1 << 20, (vocabulary, topics)).astype(np.int32)
-    np.testing.assert_array_equal(cupy.asnumpy(gpu.topic_totals(cupy.asarray(b))), b.sum(axis=0))
+# K beyond a block's default shared memory (12,288 ints) and to the tree's limit; chunks of
+# no tokens, of fewer than a block's and of several blocks' worth, added to the same n_k
+@pytest.mark.parametrize("topics", [1, 33, 1000, 20_000, model.MAX_TOPICS])
+def test_topic_histograms_of_several_chunks_add_up_to_n_k(topics):
+    rng = np.random.default_rng(topics)
+    sizes = [0, 1, 1000, 300_000]
+    zs = [np.minimum(rng.zipf(1.2, size) - 1, topics - 1).astype(np.int32) for size in sizes]
+    totals = cupy.zeros(topics, cupy.int64)
+    for z in zs:
+        gpu.topic_histogram(cupy.asarray(z), topics, totals)
+    np.testing.assert_array_equal(cupy.asnumpy(totals), np.bincount(np.concatenate(zs), minlength=topics))
 
 
 def test_the_largest_tree_is_the_twins():
@@ -243,7 +250,7 @@ def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     words = rng.integers(0, 40, doc_ptr[-1]).astype(np.int32)
     z = np.minimum(rng.zipf(1.5, doc_ptr[-1]) - 1, topics - 1).astype(np.int32)
     expected = model.count(doc_ptr, words, z, 40, topics)
-    b = cupy.zeros((40, topics), cupy.int32)
+    b, topic_counts = cupy.zeros((40, topics), cupy.int32), cupy.zeros(topics, cupy.int64)
     non_zeros = cupy.zeros(1, cupy.uint64)
     a_idx, a_val, a_ptr = [], [], [0]
     writes_positions = ssc  # SSC's count writes each token's non-zero, given room
@@ -251,7 +258,7 @@ def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
         chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
         chunk.a_idx[...] = -1  # the twin's A, overwritten
         own_at = cupy.full(chunk.tokens + 5, -7, cupy.int32) if writes_positions else None
-        gpu.rebuild(chunk, topics, ssc, b, non_zeros, own_at)
+        gpu.rebuild(chunk, topics, ssc, b, topic_counts, non_zeros, own_at)
         if writes_positions:  # each token's topic's non-zero in the new A, none left out
             got = cupy.asnumpy(own_at)
             np.testing.assert_array_equal(got[:chunk.tokens], _own_positions(chunk, cupy.asnumpy(chunk.z)))
@@ -265,6 +272,7 @@ def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
     np.testing.assert_array_equal(np.concatenate(a_idx), expected.a_idx)
     np.testing.assert_array_equal(np.concatenate(a_val), expected.a_val)
     np.testing.assert_array_equal(cupy.asnumpy(b), expected.b)
+    np.testing.assert_array_equal(cupy.asnumpy(topic_counts), expected.topic_totals)
     assert int(non_zeros[0]) == expected.a_idx.size
 
 

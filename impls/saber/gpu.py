@@ -17,6 +17,7 @@ from impls.saber.structures import W, level3_size, padded
 
 KERNEL_SOURCE = files("impls.saber") / "kernels" / "saber.cu"  # package data (pyproject.toml)
 BLOCK = 256  # threads: 8 warps, a warp per word or token
+HISTOGRAM_BLOCK, HISTOGRAM_ITEMS = 1024, 16  # saber_topic_histogram's threads and tokens a thread a round
 NULL = np.uintp(0)  # a null pointer argument: CuPy passes None as 0xffffffff (cupy issue 9046)
 
 
@@ -66,32 +67,29 @@ def launch_graph(graph) -> None:
     graph.launch()
 
 
-TOTALS_ROWS = 512  # words a block of saber_topic_totals sums
-
-
-def topic_totals(b, out=None):
-    """n_k: B's column sums, int64, into `out` (or a new array). (cupy's sum over the first
-    axis read B at 4-40% of the copy bandwidth.)"""
-    import cupy
-
-    vocabulary, topics = b.shape
-    totals = cupy.empty(topics, cupy.int64) if out is None else out
-    _zero(totals)
-    _launch("saber_topic_totals", (-(-topics // W), -(-vocabulary // TOTALS_ROWS)), (BLOCK,),
-            (b, np.int32(vocabulary), np.int32(topics), np.int32(TOTALS_ROWS), totals))
-    return totals
+def topic_histogram(z, topics: int, totals) -> None:
+    """totals (n_k, int64 on the device) += the count of each topic in z (a chunk's topics)."""
+    tokens = z.size
+    shared = topics * 4
+    kernel = raw_kernel(KERNEL_SOURCE, "saber_topic_histogram")
+    allow_shared_memory(kernel, shared)
+    # Each block's flush is K atomics: a block a round of its threads' loads (saber.cu's
+    # HISTOGRAM_ITEMS) or more, no more blocks than the GPU holds at once.
+    blocks = min(-(-tokens // (HISTOGRAM_BLOCK * HISTOGRAM_ITEMS)),
+                 multiprocessors() * _blocks_per_sm(shared, HISTOGRAM_BLOCK))
+    _launch("saber_topic_histogram", (max(1, blocks),), (HISTOGRAM_BLOCK,), (np.int32(tokens), z, np.int32(topics),
+                                                                            totals), shared_mem=shared)
 
 
 @dataclass
 class Model:
     """One GPU's B^, its denominators (n_k + V beta) and every word's structure: allocated
-    once for a run (allocate), refilled every iteration (preprocess). n_k and the alias
-    tables' stacks are preprocess's scratch."""
+    once for a run (allocate), refilled every iteration (preprocess). The alias tables'
+    stacks are preprocess's scratch."""
 
     bhat: object
     denominator: object
     structures: Structures
-    topic_counts: object
     stacks: object
 
 
@@ -109,19 +107,21 @@ def allocate(vocabulary: int, topics: int, kind: str) -> Model:
                                 cupy.empty((vocabulary, topics), cupy.int32), cupy.empty((vocabulary, 0), cupy.float32))
         stacks = cupy.empty((vocabulary, topics), cupy.int32)
     return Model(cupy.empty((vocabulary, topics), cupy.float32), cupy.empty(topics, cupy.float32), structures,
-                 cupy.empty(topics, cupy.int64), stacks)
+                 stacks)
 
 
-def preprocess(b, kind: str, into: Model | None = None) -> Model:
+def preprocess(b, topic_counts, kind: str, into: Model | None = None) -> Model:
     """B^ (Eq. 2 as the twin rounds it: (B_vk + beta) / (float32(n_k) + float32(V) * beta)),
-    its denominators and every word's structure (into the arrays of `into`, or new ones), a
-    warp per word reading B once and zeroing it, so that B counts the next iteration's topics."""
+    its denominators and every word's structure (into the arrays of `into`, or new ones) from
+    the counts B and n_k (int64, topic_histogram's), which it zeroes, so that they count the
+    next iteration's topics: a warp per word reading B once."""
     vocabulary, topics = b.shape
     model = into or allocate(vocabulary, topics, kind)
-    topic_totals(b, model.topic_counts)
+    _launch("saber_denominators", (-(-topics // BLOCK),), (BLOCK,),
+            (topic_counts, np.int32(topics), np.float32(vocabulary) * BETA, model.denominator))
     structures = model.structures
-    common = (b, model.topic_counts, np.float32(vocabulary) * BETA, BETA, np.int32(vocabulary), np.int32(topics),
-              np.int32(padded(topics)), model.denominator, model.bhat)
+    common = (b, model.denominator, BETA, np.int32(vocabulary), np.int32(topics), np.int32(padded(topics)),
+              model.bhat)
     grid = (_warp_grid(vocabulary),), (BLOCK,)
     if kind == "tree":
         _launch("saber_preprocess_tree", *grid, (*common, structures.level4, structures.level3, structures.level2,
@@ -290,12 +290,13 @@ def _blocks_per_sm(shared: int, threads: int, registers: int = 0) -> int:
     return max(1, min(2048 // threads, shared_per_sm // (shared + 1024), by_registers))  # 1 KiB reserved a block
 
 
-def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None, own_at=None) -> None:
+def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, topic_counts, non_zeros=None, own_at=None) -> None:
     """The M-step of one chunk: its A from its z (in place: the chunk is sampled), by SSC
     (G3 on) or one sort of its tokens by (document, topic) (G0-G2); its tokens added to B
-    (None: the draw added them, e_step's b), and its number of non-zeros of A to non_zeros (a
-    uint64 on the device; None: dropped). own_at (SSC only): room for each token's own topic's
-    non-zero in the new A, which the next left-out draw reads (e_step's own_at_written). With
+    (None: the draw added them, e_step's b) and to n_k (topic_counts), and its number of
+    non-zeros of A to non_zeros (a uint64 on the device; None: dropped). own_at (SSC only):
+    room for each token's own topic's non-zero in the new A, which the next left-out draw
+    reads (e_step's own_at_written). With
     SSC an iteration issues the suite's kernels alone (a CUDA graph can capture it); G0-G2's
     sort is CuPy's, which may allocate or wait for the host."""
     import cupy
@@ -305,6 +306,7 @@ def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, non_zeros=None, own_a
         _segmented_count(chunk, topics, non_zeros, own_at)
     else:
         _count_by_sorting(chunk, topics, non_zeros)
+    topic_histogram(chunk.z[:chunk.tokens], topics, topic_counts)
     if b is not None:
         tokens = chunk.tokens
         _launch("saber_word_counts", (_thread_grid(tokens),), (BLOCK,),

@@ -198,7 +198,7 @@ def communicators(gpus: int) -> list:
 
 
 class _Shard:
-    """One GPU's part of a run: its chunks (indices into the corpus), its counts B, B^ and
+    """One GPU's part of a run: its chunks (indices into the corpus), its counts B and n_k, B^ and
     the structures (allocated once, refilled every iteration), its workers' streams and,
     where streaming, their slots; on the device, the iteration being drawn, the dynamic
     schedules' counters of every chunk, the iteration's non-zeros of A and every iteration's,
@@ -221,6 +221,7 @@ class _Shard:
             self.slots = None if corpus.device else \
                 [_Slot([corpus.host[i] for i in self.chunks], s) for s in self.streams]
             self.b = cupy.zeros((corpus.vocabulary, topics), cupy.int32)
+            self.topic_counts = cupy.zeros(topics, cupy.int64)  # n_k, counted with B
             self.model = gpu.allocate(corpus.vocabulary, topics, structure)
             self.iteration = cupy.zeros(1, cupy.uint32)
             self.counters = cupy.zeros((len(self.chunks), 2), cupy.int32)
@@ -238,8 +239,12 @@ class _Shard:
     def rebuild(self, chunk: gpu.ChunkArrays, position: int, non_zeros=None, drawn_into_b: bool = False) -> None:
         """The chunk's A, and its tokens in B unless its draw added them (drawn_into_b); the own
         topics' positions where it writes them."""
-        gpu.rebuild(chunk, self.b.shape[1], self.ssc, None if drawn_into_b else self.b, non_zeros,
+        gpu.rebuild(chunk, self.b.shape[1], self.ssc, None if drawn_into_b else self.b, self.topic_counts, non_zeros,
                     self.own_at_of(position) if self.own_at_written else None)
+
+    def preprocess(self, structure: str) -> None:
+        """B^ and the structures from the counts, zeroed: the next B and n_k, which every chunk adds to."""
+        gpu.preprocess(self.b, self.topic_counts, structure, self.model)
 
     def end_iteration(self) -> None:
         gpu.next_iteration(self.iteration, self.non_zeros, self.series, self.counters)
@@ -264,8 +269,8 @@ class _Shard:
 
 
 def _sum_counts(shards: list[_Shard]) -> None:
-    """Every GPU's B becomes the sum of all of them (in place, on each GPU's null stream),
-    and GPU 0's null stream (the clock's) waits for every GPU."""
+    """Every GPU's B and n_k become the sums of all of them (in place, on each GPU's null
+    stream), and GPU 0's null stream (the clock's) waits for every GPU."""
     import cupy
     from cupy.cuda import nccl
 
@@ -276,8 +281,9 @@ def _sum_counts(shards: list[_Shard]) -> None:
     try:
         for shard, communicator in zip(shards, group):
             with shard.device:
-                communicator.allReduce(shard.b.data.ptr, shard.b.data.ptr, shard.b.size, nccl.NCCL_INT32,
-                                       nccl.NCCL_SUM, cupy.cuda.Stream.null.ptr)
+                for counts, kind in ((shard.b, nccl.NCCL_INT32), (shard.topic_counts, nccl.NCCL_INT64)):
+                    communicator.allReduce(counts.data.ptr, counts.data.ptr, counts.size, kind, nccl.NCCL_SUM,
+                                           cupy.cuda.Stream.null.ptr)
     finally:
         nccl.groupEnd()
     _wait_for(shards)
@@ -389,8 +395,8 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
     def in_turn(phase) -> None:
         """An iteration of one GPU that takes its chunks one after another (nothing to overlap)."""
         shard = shards[0]
-        with phase("preprocess"):  # b is zeroed: the next B, which every chunk adds to
-            gpu.preprocess(shard.b, structure, shard.model)
+        with phase("preprocess"):
+            shard.preprocess(structure)
         for position in range(len(shard.chunks)):
             step(shard, position, phase)
         shard.end_iteration()
@@ -422,7 +428,7 @@ def _iterate(corpus: Corpus, topics: int, iterations: int, structure: str, by_wo
                 with ctx.phase("preprocess"):
                     for shard in shards:
                         with shard.device:
-                            gpu.preprocess(shard.b, structure, shard.model)
+                            shard.preprocess(structure)
                     if len(shards) > 1:
                         _wait_for(shards)
                 with ctx.phase("overlapped"):
