@@ -63,16 +63,19 @@ def test_b_hat_and_structures_are_the_twins_bit_for_bit_and_the_counts_are_zeroe
     assert not b.any() and not topic_counts.any(), "B and n_k are zeroed, to count the next iteration's topics"
 
 
-# K beyond a block's default shared memory (12,288 ints) and to the tree's limit; chunks of
-# no tokens, of fewer than a block's and of several blocks' worth, added to the same n_k
-@pytest.mark.parametrize("topics", [1, 33, 1000, 20_000, model.MAX_TOPICS])
-def test_topic_histograms_of_several_chunks_add_up_to_n_k(topics):
+# K beyond a block's default shared memory (12,288 ints) and to the tree's limit, or in ranges
+# (as where a block's shared memory holds fewer counts than K); chunks of no tokens, of fewer
+# than a block's and of several blocks' worth, added to the same n_k
+@pytest.mark.parametrize("topics, most", [(1, None), (33, None), (1000, None), (20_000, None),
+                                          (model.MAX_TOPICS, None), (100, 1), (2500, 1000)])
+def test_topic_histograms_of_several_chunks_add_up_to_n_k(topics, most):
     rng = np.random.default_rng(topics)
     sizes = [0, 1, 1000, 300_000]
     zs = [np.minimum(rng.zipf(1.2, size) - 1, topics - 1).astype(np.int32) for size in sizes]
+    zs[-1][::7] = rng.integers(0, topics, zs[-1][::7].size)  # every range sees tokens
     totals = cupy.zeros(topics, cupy.int64)
     for z in zs:
-        gpu.topic_histogram(cupy.asarray(z), topics, totals)
+        gpu.topic_histogram(cupy.asarray(z), topics, totals, most)
     np.testing.assert_array_equal(cupy.asnumpy(totals), np.bincount(np.concatenate(zs), minlength=topics))
 
 

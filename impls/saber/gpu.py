@@ -67,18 +67,22 @@ def launch_graph(graph) -> None:
     graph.launch()
 
 
-def topic_histogram(z, topics: int, totals) -> None:
-    """totals (n_k, int64 on the device) += the count of each topic in z (a chunk's topics)."""
-    tokens = z.size
-    shared = topics * 4
+def topic_histogram(z, topics: int, totals, most: int | None = None) -> None:
+    """totals (n_k, int64 on the device) += the count of each topic in z (a chunk's topics): a
+    launch per range of `most` topics (default: as many as a block's shared memory holds)."""
     kernel = raw_kernel(KERNEL_SOURCE, "saber_topic_histogram")
-    allow_shared_memory(kernel, shared)
-    # Each block's flush is K atomics: a block a round of its threads' loads (saber.cu's
-    # HISTOGRAM_ITEMS) or more, no more blocks than the GPU holds at once.
-    blocks = min(-(-tokens // (HISTOGRAM_BLOCK * HISTOGRAM_ITEMS)),
-                 multiprocessors() * _blocks_per_sm(shared, HISTOGRAM_BLOCK))
-    _launch("saber_topic_histogram", (max(1, blocks),), (HISTOGRAM_BLOCK,), (np.int32(tokens), z, np.int32(topics),
-                                                                            totals), shared_mem=shared)
+    most = most or (device_attribute("MaxSharedMemoryPerBlockOptin") - kernel.shared_size_bytes) // 4
+    tokens = z.size
+    for first in range(0, topics, most):
+        count = min(most, topics - first)
+        shared = count * 4
+        allow_shared_memory(kernel, shared)
+        # Each block's flush is `count` atomics: a block a round of its threads' loads (saber.cu's
+        # HISTOGRAM_ITEMS) or more, no more blocks than the GPU holds at once.
+        blocks = min(-(-tokens // (HISTOGRAM_BLOCK * HISTOGRAM_ITEMS)),
+                     multiprocessors() * _blocks_per_sm(shared, HISTOGRAM_BLOCK))
+        _launch("saber_topic_histogram", (max(1, blocks),), (HISTOGRAM_BLOCK,),
+                (np.int32(tokens), z, np.int32(first), np.int32(count), totals), shared_mem=shared)
 
 
 @dataclass

@@ -163,33 +163,36 @@ extern "C" __global__ void saber_preprocess_totals(PREPROCESS_PARAMS, float* tot
   preprocess_word<false>(PREPROCESS_ARGS, nullptr, nullptr, nullptr, totals);
 }
 
-// n_k += the chunk's tokens of topic k (exact in any order: integers), from its topics z, T
-// ints, where B's column sums read V x K (4 GB an iteration at K = 10,000): a block's counts in
-// shared memory (K ints), then one 64-bit atomic a topic the block found. HISTOGRAM_ITEMS loads
-// a thread in flight before their atomics (one at a time, their latency bound it). 100M tokens
-// on an H200: 0.10-0.11 ms at K = 1000 to 32,768, whether the topics are spread or a
-// document's few; the column sums took 0.12, 0.96 and 3.1 ms. Counting a warp's equal topics
-// first (match-any, as the draw does for B's global atomics) took 0.5-0.9 ms.
+// n_k += the chunk's tokens of topic k, for k in [first, first + topics) (exact in any order:
+// integers), from its topics z, T ints, where B's column sums read V x K (4 GB an iteration at
+// K = 10,000): a block's counts in shared memory (`topics` ints: a launch per range of K where
+// a block cannot hold them all), then one 64-bit atomic a topic the block found.
+// HISTOGRAM_ITEMS loads a thread in flight before their atomics (one at a time, their latency
+// bound it). 100M tokens on an H200: 0.10-0.11 ms at K = 1000 to 32,768, whether the topics
+// are spread or a document's few; the column sums took 0.12, 0.96 and 3.1 ms. Counting a
+// warp's equal topics first (match-any, as the draw does for B's global atomics) took
+// 0.5-0.9 ms.
 #define HISTOGRAM_ITEMS 16
-extern "C" __global__ void saber_topic_histogram(int tokens, const int* z, int topics, unsigned long long* totals) {
+extern "C" __global__ void saber_topic_histogram(int tokens, const int* z, int first, int topics,
+                                                 unsigned long long* totals) {
   extern __shared__ int histogram[];
   for (int k = threadIdx.x; k < topics; k += blockDim.x) histogram[k] = 0;
   __syncthreads();
   const long long step = (long long)gridDim.x * blockDim.x * HISTOGRAM_ITEMS;
   for (long long base = (long long)blockIdx.x * blockDim.x * HISTOGRAM_ITEMS; base < tokens; base += step) {
-    int k[HISTOGRAM_ITEMS];
+    unsigned k[HISTOGRAM_ITEMS];  // past the range (or the tokens): topics or more
 #pragma unroll
     for (int i = 0; i < HISTOGRAM_ITEMS; ++i) {
       const long long p = base + i * blockDim.x + threadIdx.x;
-      k[i] = p < tokens ? z[p] : -1;
+      k[i] = p < tokens ? unsigned(z[p] - first) : unsigned(topics);
     }
 #pragma unroll
     for (int i = 0; i < HISTOGRAM_ITEMS; ++i)
-      if (k[i] >= 0) atomicAdd(histogram + k[i], 1);
+      if (k[i] < unsigned(topics)) atomicAdd(histogram + k[i], 1);
   }
   __syncthreads();
   for (int k = threadIdx.x; k < topics; k += blockDim.x)
-    if (histogram[k]) atomicAdd(totals + k, (unsigned long long)histogram[k]);
+    if (histogram[k]) atomicAdd(totals + first + k, (unsigned long long)histogram[k]);
 }
 
 // Eq. 2's denominators as the twin rounds them, float32(n_k) + float32(V) * beta, and n_k
