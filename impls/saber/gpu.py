@@ -300,9 +300,9 @@ def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, topic_counts, non_zer
     (None: the draw added them, e_step's b) and to n_k (topic_counts), and its number of
     non-zeros of A to non_zeros (a uint64 on the device; None: dropped). own_at (SSC only):
     room for each token's own topic's non-zero in the new A, which the next left-out draw
-    reads (e_step's own_at_written). With
-    SSC an iteration issues the suite's kernels alone (a CUDA graph can capture it); G0-G2's
-    sort is CuPy's, which may allocate or wait for the host."""
+    reads (e_step's own_at_written). With SSC an iteration issues the suite's kernels alone
+    (a CUDA graph can capture it); G0-G2's sort is CuPy's, which may allocate or wait for the
+    host."""
     import cupy
 
     non_zeros = cupy.zeros(1, cupy.uint64) if non_zeros is None else non_zeros
