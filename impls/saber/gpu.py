@@ -71,7 +71,7 @@ def topic_histogram(z, topics: int, totals, most: int | None = None) -> None:
     """totals (n_k, int64 on the device) += the count of each topic in z (a chunk's topics): a
     launch per range of `most` topics (default: as many as a block's shared memory holds)."""
     kernel = raw_kernel(KERNEL_SOURCE, "saber_topic_histogram")
-    most = most or (device_attribute("MaxSharedMemoryPerBlockOptin") - kernel.shared_size_bytes) // 4
+    most = most or _most_shared(kernel) // 4
     tokens = z.size
     for first in range(0, topics, most):
         count = min(most, topics - first)
@@ -230,7 +230,7 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
         if first == last:
             continue
         kernel_name, kernel = _by_word_kernel(kernel_name, block)
-        if not _fits(kernel, shared_mem):
+        if shared_mem > _most_shared(kernel):
             raise BenchError(f"K = {topics:,}, {block} threads a block: {shared_mem:,} bytes of shared memory a block, "
                              f"more than this GPU gives one; use fewer threads")
         allow_shared_memory(kernel, shared_mem)
@@ -274,15 +274,16 @@ def staged_threads(name: str, topics: int, left_out: bool = False) -> int:
     the own topic left out)."""
     def resident_warps(block: int) -> int:  # 0 where a block's shared memory exceeds the GPU's
         kernel, shared = _by_word_kernel(name, block)[1], by_word_shared(block, topics, left_out)
-        return block // W * _blocks_per_sm(shared, block, kernel.num_regs) if _fits(kernel, shared) else 0
+        fits = shared <= _most_shared(kernel)
+        return block // W * _blocks_per_sm(shared, block, kernel.num_regs) if fits else 0
 
     return max((WORD_BLOCK, 1024), key=resident_warps)  # WORD_BLOCK where equal (e_step refuses where none fits)
 
 
-def _fits(kernel, shared: int) -> bool:
-    """Whether a block of `kernel` with `shared` bytes of dynamic shared memory fits this GPU's
-    limit a block (opt-in, beside the kernel's static shared memory)."""
-    return shared + kernel.shared_size_bytes <= device_attribute("MaxSharedMemoryPerBlockOptin")
+def _most_shared(kernel) -> int:
+    """Bytes of dynamic shared memory a block of `kernel` may have on this GPU: its limit a
+    block (opt-in), less the kernel's static shared memory."""
+    return device_attribute("MaxSharedMemoryPerBlockOptin") - kernel.shared_size_bytes
 
 
 def _blocks_per_sm(shared: int, threads: int, registers: int = 0) -> int:
@@ -310,7 +311,7 @@ def rebuild(chunk: ChunkArrays, topics: int, ssc: bool, b, topic_counts, non_zer
         _segmented_count(chunk, topics, non_zeros, own_at)
     else:
         _count_by_sorting(chunk, topics, non_zeros)
-    topic_histogram(chunk.z[:chunk.tokens], topics, topic_counts)
+    topic_histogram(chunk.z, topics, topic_counts)
     if b is not None:
         tokens = chunk.tokens
         _launch("saber_word_counts", (_thread_grid(tokens),), (BLOCK,),
