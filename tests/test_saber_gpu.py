@@ -244,9 +244,11 @@ def _own_positions(chunk, z) -> np.ndarray:
     return expected
 
 
-@pytest.mark.parametrize("ssc", [False, True])
+@pytest.mark.parametrize("ssc, rank_shared", [(False, None), (True, None), (True, 3)])  # 3: most counts global
 @pytest.mark.parametrize("topics", [1, 31, 32, 33, 1000, 1025, 4097, model.MAX_TOPICS])  # bitmaps of 1 to 1024 words
-def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc):
+def test_rebuild_is_the_twins_for_short_long_and_empty_documents(topics, ssc, rank_shared, monkeypatch):
+    if rank_shared:  # SSC counts a document with more non-zeros than this in global memory
+        monkeypatch.setattr(gpu, "RANK_SHARED", rank_shared)
     rng = np.random.default_rng(topics)
     lengths = np.concatenate([rng.integers(1, 60, 50), [0, 31, 32, 33, 3000, 0], [1, 2, 700], [9000]])
     doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)

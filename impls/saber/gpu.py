@@ -18,6 +18,7 @@ from impls.saber.structures import W, level3_size, padded
 KERNEL_SOURCE = files("impls.saber") / "kernels" / "saber.cu"  # package data (pyproject.toml)
 BLOCK = 256  # threads: 8 warps, a warp per word or token
 HISTOGRAM_BLOCK, HISTOGRAM_ITEMS = 1024, 16  # saber_topic_histogram's threads and tokens a thread a round
+RANK_SHARED = 512  # saber_rank_count: a document of at most this many non-zeros of A is counted in shared memory
 NULL = np.uintp(0)  # a null pointer argument: CuPy passes None as 0xffffffff (cupy issue 9046)
 
 
@@ -342,11 +343,13 @@ def _count_by_sorting(chunk: ChunkArrays, topics: int, non_zeros) -> None:
 
 def _segmented_count(chunk: ChunkArrays, topics: int, non_zeros, own_at) -> None:
     """A by a segmented count per document (SSC, Fig. 8): a warp per document ranks its topics
-    in a bitmap of K bits in shared memory, no sort (saber_rank_count); given own_at, each
-    token's non-zero is written there."""
+    in a bitmap of K bits in shared memory, no sort (saber_rank_count), and counts them there
+    where they are at most RANK_SHARED; given own_at, each token's non-zero is written there."""
     kernel = raw_kernel(KERNEL_SOURCE, "saber_rank_count")
-    shared_mem = 2 * -(-topics // W) * 4 * (BLOCK // W)  # a warp's bitmap and its words' ranks
+    most = min(topics, RANK_SHARED)
+    shared_mem = (2 * -(-topics // W) + 2 * most) * 4 * (BLOCK // W)  # a warp's bitmap, its words' ranks, counts
     allow_shared_memory(kernel, shared_mem)
     _launch("saber_rank_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
-        chunk.doc_ptr, np.int32(chunk.documents), chunk.z, np.int32(topics), chunk.a_idx, chunk.a_val,
-        chunk.n_keys, non_zeros, NULL if own_at is None else own_at[:chunk.tokens]), shared_mem=shared_mem)
+        chunk.doc_ptr, np.int32(chunk.documents), chunk.z, np.int32(topics), np.int32(most), chunk.a_idx,
+        chunk.a_val, chunk.n_keys, non_zeros, NULL if own_at is None else own_at[:chunk.tokens]),
+        shared_mem=shared_mem)
