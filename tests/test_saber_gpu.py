@@ -107,10 +107,11 @@ def _gathered_z(chunks) -> np.ndarray:
     return np.concatenate([cupy.asnumpy(chunk.z) for chunk in chunks])
 
 
-@pytest.mark.parametrize("by_word", [False, True])
+# prefetch: each next token's row of A (where A outgrows L2; forced here, A is small)
+@pytest.mark.parametrize("by_word, prefetch", [(False, None), (True, False), (True, True)])
 @pytest.mark.parametrize("kind", ["tree", "alias"])
 @pytest.mark.parametrize("topics", [1, 5, 32, 33, 1000, 4097, 32768])
-def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_word):
+def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_word, prefetch):
     doc_ptr, words, doc_of, counts = _state(topics)
     bhat = model.b_hat(counts)
     structures = model.preprocess(bhat, kind)
@@ -124,7 +125,7 @@ def test_e_step_draws_the_twins_topics_by_token_and_by_word(kind, topics, by_wor
         expected = model.e_step(np.arange(words.size), doc_of, words, counts, bhat, structures, SEED, iteration)
         b = cupy.zeros(counts.b.shape, cupy.int32) if by_word else None  # by word the draw counts the next B
         for chunk in chunks:
-            gpu.e_step(chunk, device_bhat, device_structures, SEED, iteration, by_word, b=b)
+            gpu.e_step(chunk, device_bhat, device_structures, SEED, iteration, by_word, b=b, prefetch=prefetch)
         np.testing.assert_array_equal(_gathered_z(chunks), expected)
         if by_word:
             np.testing.assert_array_equal(cupy.asnumpy(b), model.count(doc_ptr, words, expected, *counts.b.shape).b)
@@ -186,9 +187,9 @@ def test_the_own_topic_correction_and_its_tree_draw_are_the_twins_bit_for_bit(to
 # 32: several batches of 32 tokens a warp; 1024: the _wide kernels (48 KiB of shared memory for the
 # short segments' batches)
 @pytest.mark.parametrize("threads", [0, 32, 1024])
-@pytest.mark.parametrize("by_word", [False, True])
+@pytest.mark.parametrize("by_word, prefetch", [(False, None), (True, False), (True, True)])
 @pytest.mark.parametrize("topics", [1, 5, 33, 1000, 4097, 32768])
-def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word, threads):
+def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word, prefetch, threads):
     """Collapsed Gibbs's conditional (model.e_step with own_topics): the twin's topics, in
     the sparse branch and through the tree's shortened interval; the alias table refuses."""
     from bench.errors import BenchError
@@ -203,7 +204,8 @@ def test_e_step_leaves_the_own_topic_out_as_the_twin_does(topics, by_word, threa
     b = cupy.zeros(counts.b.shape, cupy.int32) if by_word else None
     for chunk in chunks:
         chunk.z[...] = cupy.asarray(z[chunk.first_token:chunk.first_token + chunk.tokens])
-        gpu.e_step(chunk, device_bhat, device_structures, SEED, 7, by_word, threads, denominator=denominator, b=b)
+        gpu.e_step(chunk, device_bhat, device_structures, SEED, 7, by_word, threads, denominator=denominator, b=b,
+                   prefetch=prefetch)
     np.testing.assert_array_equal(_gathered_z(chunks), expected)
     if by_word:  # the draw counted the next B
         np.testing.assert_array_equal(cupy.asnumpy(b), model.count(doc_ptr, words, expected, *counts.b.shape).b)

@@ -174,7 +174,7 @@ class ChunkArrays:
 
 def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteration, by_word: bool,
            threads: int = 0, denominator=None, counters=None, own_at=None, own_at_written: bool = False,
-           b=None) -> None:
+           b=None, prefetch: bool | None = None) -> None:
     """New topics of the chunk's tokens into chunk.z, from its A, B^ and the structures: a
     warp per token in document order (G0), or a block per word segment (G1 on); blocks of
     `threads` (a multiple of W), or (0) the sizes chosen below. With B^'s `denominator`,
@@ -186,7 +186,9 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     own topics' non-zeros in A where the own topic is left out (a run's, so that a captured
     iteration allocates nothing), or None: made here; found here (saber_own_positions)
     unless own_at_written: the chunk's rebuild wrote them (SSC, given room). b (G1 on
-    only): the next B, to which the draw adds the chunk's new topics (then rebuild need not)."""
+    only): the next B, to which the draw adds the chunk's new topics (then rebuild need not).
+    prefetch (G1 on): whether the draw prefetches each next token's row of A (None: where the
+    chunk's A outgrows L2, prefetches)."""
     import cupy
 
     tokens = chunk.tokens
@@ -219,6 +221,7 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     # the schedule: its sizes descend) read it in place, in blocks of SHORT_BLOCK.
     left_out = denominator is not None
     own = "_left_out" if left_out else ""  # ESCA's kernels hold no code for the own topic
+    own += "_prefetch" if (prefetches(chunk) if prefetch is None else prefetch) else ""
     staged_block = threads or staged_threads(f"{name}_by_word{own}", topics, left_out)
     staged = int(np.count_nonzero(chunk.segment_sizes >= staged_block // W))
     segments = int(chunk.segment_sizes.size)
@@ -239,6 +242,15 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
         _launch(kernel_name, (blocks,), (block,), (
             *common, *extra, chunk.by_word, chunk.segment_ptr, chunk.schedule, np.int32(first), np.int32(last), counter,
             np.uint32(seed), iteration, chunk.z, NULL if b is None else b), shared_mem=shared_mem)
+
+
+def prefetches(chunk: ChunkArrays) -> bool:
+    """Whether the word-segment draw prefetches each next token's row of A into L2 (saber.cu's
+    prefetch_row): where the chunk's A, at most a non-zero a token (8 bytes), outgrows the GPU's
+    L2, so that the rows a word's tokens read come from DRAM. H200, G4, 100 iterations:
+    nytimes-synth (A of 800 MB) 11-12% faster a run at K = 1000 and 10,000; kos and nips (4 and
+    15 MB, held in L2) 9-10% slower, where it adds instructions and saves no wait."""
+    return chunk.a_idx.nbytes + chunk.a_val.nbytes > device_attribute("L2CacheSize")
 
 
 # Threads of a block per word segment: 512 ran kos and nips 1.1-1.6x faster than 256 (H100,

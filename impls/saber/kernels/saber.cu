@@ -435,6 +435,21 @@ struct Batch {
   }
 };
 
+// Token i's row of A (its document's non-zeros, a_idx and a_val) brought into L2 while the
+// token before it is drawn (the _prefetch kernels: where A outgrows L2, gpu.prefetches): a
+// word's tokens come from documents all over A, and each draw's first read of its document's
+// row waited on DRAM. A lane a line of 32 values (rows of up to about 1000 non-zeros whole).
+// A hint only: the draw reads the same values either way.
+template <bool LeftOut>
+__device__ __forceinline__ void prefetch_row(const Chunk& c, const Batch<LeftOut>& batch, int i) {
+  const int2 span = reinterpret_cast<const int2*>(batch.inputs)[2 * i];  // start, stop
+  const int line = span.x / W + (threadIdx.x & 31);
+  if (line * W < span.y) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(c.a_idx + line * W)));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(c.a_val + line * W)));
+  }
+}
+
 // Dynamic shared memory of a word-segment block (gpu.by_word_shared): the batches' inputs (16
 // bytes a thread, 48 with the own topic left out), then the staged B^_v.
 template <bool LeftOut>
@@ -502,7 +517,7 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
 // read 32 at a time (Batch, in shared memory). Staged: the block first copies B^_v to shared
 // memory (after the batches: topics floats); otherwise (segments too short to pay for the
 // copy) its warps read B^_v in global memory. b (not null): the new topics added to B there.
-template <typename Structure, bool Staged, bool LeftOut>
+template <typename Structure, bool Staged, bool LeftOut, bool Prefetch>
 __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* segment_ptr, const int* schedule,
                                int first_segment, int last, int* next, const float* bhat, int topics, float alpha,
                                const float* totals, const float* denominator, const Structure& structure,
@@ -535,7 +550,9 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
       batch.put(lane, token_at(c, p, v, bhat_v, total, denominator, structure, z, seed, iteration));
       __syncwarp();
       int topic = 0;
+      if (Prefetch) prefetch_row(c, batch, 0);
       for (int j = 0; j < n; ++j) {
+        if (Prefetch && j + 1 < n) prefetch_row(c, batch, j + 1);
         const int k = draw<LeftOut>(c, batch.get(j, total), v, bhat_v, alpha, structure, sums);
         if (lane == j) topic = k;
       }
@@ -578,26 +595,30 @@ extern "C" __global__ void saber_sample_alias(CHUNK_PARAMS, ALIAS_PARAMS, int to
 #define BY_WORD_ARGS by_word, segment_ptr, schedule, first_segment, last, next, bhat, topics, alpha, totals, denominator
 
 // The word-segment kernels, for blocks of up to `threads`, at least `blocks` of them an SM:
-// staged or global, and for the tree the own topic counted (ESCA) or, _left_out, left out.
-#define TREE_BY_WORD_KERNEL(name, staged, left_out, threads, blocks)                                         \
+// staged or global, for the tree the own topic counted (ESCA) or, _left_out, left out, and
+// each with (_prefetch) and without the next token's row of A prefetched.
+#define TREE_BY_WORD_KERNEL(name, staged, left_out, prefetch, threads, blocks)                               \
   extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
       name(CHUNK_PARAMS, TREE_PARAMS, BY_WORD_PARAMS) {                                                      \
-    sample_by_word<Tree, staged, left_out>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed, iteration, z,   \
-                                           b);                                                               \
+    sample_by_word<Tree, staged, left_out, prefetch>(CHUNK, BY_WORD_ARGS, Tree{l4, l3, l2, padded}, seed,     \
+                                                     iteration, z, b);                                       \
   }
-#define ALIAS_BY_WORD_KERNEL(name, staged, threads, blocks)                                                  \
+#define ALIAS_BY_WORD_KERNEL(name, staged, prefetch, threads, blocks)                                        \
   extern "C" __global__ void __launch_bounds__(threads, blocks)                                              \
       name(CHUNK_PARAMS, ALIAS_PARAMS, BY_WORD_PARAMS) {                                                     \
-    sample_by_word<Alias, staged, false>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics}, seed,        \
-                                         iteration, z, b);                                                   \
+    sample_by_word<Alias, staged, false, prefetch>(CHUNK, BY_WORD_ARGS, Alias{probability, alias, topics},    \
+                                                   seed, iteration, z, b);                                   \
   }
-#define BY_WORD_KERNELS(suffix, threads, blocks)                                                             \
-  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word##suffix, true, false, threads, blocks)                       \
-  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_global##suffix, false, false, threads, blocks)               \
-  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_left_out##suffix, true, true, threads, blocks)               \
-  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_global_left_out##suffix, false, true, threads, blocks)       \
-  ALIAS_BY_WORD_KERNEL(saber_sample_alias_by_word##suffix, true, threads, blocks)                            \
-  ALIAS_BY_WORD_KERNEL(saber_sample_alias_by_word_global##suffix, false, threads, blocks)
+#define BY_WORD_KERNELS_OF(suffix, prefetch, threads, blocks)                                                 \
+  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word##suffix, true, false, prefetch, threads, blocks)             \
+  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_global##suffix, false, false, prefetch, threads, blocks)     \
+  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_left_out##suffix, true, true, prefetch, threads, blocks)     \
+  TREE_BY_WORD_KERNEL(saber_sample_tree_by_word_global_left_out##suffix, false, true, prefetch, threads,     \
+                      blocks)                                                                                \
+  ALIAS_BY_WORD_KERNEL(saber_sample_alias_by_word##suffix, true, prefetch, threads, blocks)                  \
+  ALIAS_BY_WORD_KERNEL(saber_sample_alias_by_word_global##suffix, false, prefetch, threads, blocks)
+#define BY_WORD_KERNELS(suffix, threads, blocks) \
+  BY_WORD_KERNELS_OF(suffix, false, threads, blocks) BY_WORD_KERNELS_OF(_prefetch##suffix, true, threads, blocks)
 
 // Blocks of up to 512 threads, three an SM: 40 registers (48 without the bound held two
 // blocks, and nips ran 12-17% slower; a register cap without the block size spilled more and
