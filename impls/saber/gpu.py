@@ -358,8 +358,11 @@ def _segmented_count(chunk: ChunkArrays, topics: int, non_zeros, own_at) -> None
     in a bitmap of K bits in shared memory, no sort (saber_rank_count), and counts them there
     where they are at most RANK_SHARED; given own_at, each token's non-zero is written there."""
     kernel = raw_kernel(KERNEL_SOURCE, "saber_rank_count")
-    most = min(topics, RANK_SHARED)
-    shared_mem = (2 * -(-topics // W) + 2 * most) * 4 * (BLOCK // W)  # a warp's bitmap, its words' ranks, counts
+    words, warps = -(-topics // W), BLOCK // W
+    # A warp's bitmap and its words' ranks (2 words), then `most` ranks' counts and topics, as
+    # many as a block's shared memory holds beside the bitmaps (on an H100 or H200 RANK_SHARED).
+    most = max(0, min(topics, RANK_SHARED, (_most_shared(kernel) // (4 * warps) - 2 * words) // 2))
+    shared_mem = (2 * words + 2 * most) * 4 * warps
     allow_shared_memory(kernel, shared_mem)
     _launch("saber_rank_count", (_warp_grid(chunk.documents, grid_stride=True),), (BLOCK,), (
         chunk.doc_ptr, np.int32(chunk.documents), chunk.z, np.int32(topics), np.int32(most), chunk.a_idx,
