@@ -220,17 +220,18 @@ def e_step(chunk: ChunkArrays, bhat, structures: Structures, seed: int, iteratio
     # shared memory, in the blocks that keep the most warps resident; the rest (a suffix of
     # the schedule: its sizes descend) read it in place, in blocks of SHORT_BLOCK.
     left_out = denominator is not None
-    own = "_left_out" if left_out else ""  # ESCA's kernels hold no code for the own topic
-    own += "_prefetch" if (prefetches(chunk) if prefetch is None else prefetch) else ""
-    staged_block = threads or staged_threads(f"{name}_by_word{own}", topics, left_out)
+    prefetch = prefetches(chunk) if prefetch is None else prefetch
+    # ESCA's kernels hold no code for the own topic, and those without _prefetch none for it
+    suffix = ("_left_out" if left_out else "") + ("_prefetch" if prefetch else "")
+    staged_block = threads or staged_threads(f"{name}_by_word{suffix}", topics, left_out)
     staged = int(np.count_nonzero(chunk.segment_sizes >= staged_block // W))
     segments = int(chunk.segment_sizes.size)
     global_block = threads or SHORT_BLOCK
     for kernel_name, first, last, block, shared_mem, counter in (
-            (f"{name}_by_word{own}", 0, staged, staged_block, by_word_shared(staged_block, topics, left_out),
+            (f"{name}_by_word{suffix}", 0, staged, staged_block, by_word_shared(staged_block, topics, left_out),
              counters[0:]),
-            (f"{name}_by_word_global{own}", staged, segments, global_block, by_word_shared(global_block, 0, left_out),
-             counters[1:])):
+            (f"{name}_by_word_global{suffix}", staged, segments, global_block,
+             by_word_shared(global_block, 0, left_out), counters[1:])):
         if first == last:
             continue
         kernel_name, kernel = _by_word_kernel(kernel_name, block)
@@ -359,7 +360,7 @@ def _segmented_count(chunk: ChunkArrays, topics: int, non_zeros, own_at) -> None
     where they are at most RANK_SHARED; given own_at, each token's non-zero is written there."""
     kernel = raw_kernel(KERNEL_SOURCE, "saber_rank_count")
     words, warps = -(-topics // W), BLOCK // W
-    # A warp's bitmap and its words' ranks (2 words), then `most` ranks' counts and topics, as
+    # A warp's bitmap and its words' ranks (2 x words ints), then `most` ranks' counts and topics, as
     # many as a block's shared memory holds beside the bitmaps (on an H100 or H200 RANK_SHARED).
     most = max(0, min(topics, RANK_SHARED, (_most_shared(kernel) // (4 * warps) - 2 * words) // 2))
     shared_mem = (2 * words + 2 * most) * 4 * warps

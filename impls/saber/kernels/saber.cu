@@ -21,7 +21,8 @@
 //                       given the denominators of B^, the tree stages' draw leaves each token's
 //                       own topic out of A, B and n_k (collapsed Gibbs's conditional; the word
 //                       segments' kernels _left_out); blocks of up to 512 threads, three an
-//                       SM (_wide: up to 1024)
+//                       SM (_wide: up to 1024); _prefetch: each next token's row of A
+//                       prefetched into L2 (where A outgrows it)
 //   saber_own_positions  with the own topic left out, each token's own topic's non-zero in A_d,
 //                       a thread per token, before the draws (where the rebuild did not
 //                       write them: streaming, whose chunks keep no room for them)
@@ -424,6 +425,7 @@ struct Batch {
       own[2 * i + 1] = make_float4(t.own.left, t.own.delta, 0.0f, 0.0f);
     }
   }
+  __device__ int2 span(int i) const { return reinterpret_cast<const int2*>(inputs)[2 * i]; }  // start, stop
   __device__ Token get(int i, float total) const {
     const int4 in = inputs[i];
     Own o{-1, 0.0f, total, 0.0f};
@@ -442,7 +444,7 @@ struct Batch {
 // A hint only: the draw reads the same values either way.
 template <bool LeftOut>
 __device__ __forceinline__ void prefetch_row(const Chunk& c, const Batch<LeftOut>& batch, int i) {
-  const int2 span = reinterpret_cast<const int2*>(batch.inputs)[2 * i];  // start, stop
+  const int2 span = batch.span(i);
   const int line = span.x / W + (threadIdx.x & 31);
   if (line * W < span.y) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(c.a_idx + line * W)));
