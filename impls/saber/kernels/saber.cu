@@ -132,7 +132,7 @@ __device__ void preprocess_word(int* b, const float* denominator, float beta, in
       if (k < topics) {
         weight = __fdiv_rn(__fadd_rn(__int2float_rn(count[i]), beta), denominator_k[i]);
         bhat_v[k] = weight;
-        b_v[k] = 0;
+        if (count[i]) b_v[k] = 0;  // sectors of zeros not written: B is sparse at large K
       }
       float prefix = __fadd_rn(warp_scan(weight), carry);
       carry = __shfl_sync(FULL_MASK, prefix, start + W < padded ? W - 1 : (topics - 1) & (W - 1));
@@ -457,6 +457,24 @@ __device__ __forceinline__ void prefetch_row(const Chunk& c, const Batch<LeftOut
 template <bool LeftOut>
 __device__ __forceinline__ int batch_bytes() { return LeftOut ? 48 : 16; }
 
+// B^_v's `topics` floats copied to the block's shared memory, by asynchronous copies (sm_80 on)
+// that hold no register and wait once: a load and its store at a time waited on DRAM K / 512
+// times a segment (20 at K = 10,000).
+__device__ __forceinline__ void stage_row(const float* row, int topics, float* staged) {
+  for (int k = threadIdx.x; k < topics; k += blockDim.x) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(unsigned(__cvta_generic_to_shared(staged + k))),
+                 "l"(__cvta_generic_to_global(row + k))
+                 : "memory");
+#else
+    staged[k] = row[k];
+#endif
+  }
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // A token's topic (Fig. 5, bugs fixed, its search ours: model.sparse_draw), the whole warp
 // together, with B^_v read from bhat_v (global memory or the block's copy): the sparse part
 // over the non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1), the
@@ -539,7 +557,7 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
     const int v = c.words[by_word[first]];
     const float* bhat_v = bhat + (long long)v * topics;
     if (Staged) {
-      for (int k = threadIdx.x; k < topics; k += blockDim.x) staged_bhat_v[k] = bhat_v[k];
+      stage_row(bhat_v, topics, staged_bhat_v);
       bhat_v = staged_bhat_v;
       __syncthreads();
     }
