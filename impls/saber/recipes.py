@@ -947,9 +947,12 @@ CLAIMS = (
               "topic's interval; in the draw each token reads its correction (32 bytes more than G4's token) and "
               "moves the lanes from its own by it. `bench profile saber-fit` (kos and nips, K = 1024, H200; each "
               "kernel's time in saber-fit-profile.csv) puts most of the gap in the word segments' kernel: on nips "
-              "it issues about 10% more instructions than G4's at the same issue rate (ncu's source counters: "
-              "integer address arithmetic, and at its 40-register cap the lane's index read again a token), less "
-              "in the short segments' (B^_v read in place).",
+              "it issues about 10% more instructions than G4's (ncu's source counters: integer address "
+              "arithmetic, and at its 40-register cap the lane's index read again a token) and waits longer on "
+              "memory (long-scoreboard stalls an issued instruction 15.5 cycles against 11.6 on nips in run "
+              "20261130T074610Z: each batch's own-topic inputs are loads that depend on loads: the token's topic, "
+              "then its denominator and its tree's bounds; its non-zero, then its count), less in the short "
+              "segments' (B^_v read in place).",
           recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "
           "320 GB at K = 100 / 1k / 10k; B + B^ 0.108 / 1.08 / 10.8 GB", _table2,
