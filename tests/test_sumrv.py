@@ -155,6 +155,20 @@ def test_strip_takes_a_warp_per_pair_where_the_batch_fills_the_gpu_and_the_pair_
         assert gpu.strip_config(m, n, batch, precision, space)[2] > 0, (m, n, batch, precision, space)
 
 
+def test_strip_takes_the_systolic_kernel_where_it_was_measured_faster():
+    from impls.sumrv import gpu
+
+    assert gpu.systolic_applies(256, 256, 65536, "f32", "lin") and gpu.systolic_applies(64, 64, 16384, "f64", "lin")
+    for m, n, batch, precision, space in [(256, 256, 4096, "f32", "lin"), (256, 300, 65536, "f32", "lin"),
+                                          (64, 64, 65536, "f32", "lin"), (512, 512, 65536, "f64", "lin"),
+                                          (256, 256, 65536, "f32", "log")]:
+        assert not gpu.systolic_applies(m, n, batch, precision, space), (m, n, batch, precision, space)
+    for precision, (smallest, largest) in gpu.SYSTOLIC_SIZES.items():  # every size it takes fits
+        assert gpu.systolic_shape(smallest, smallest, precision) and gpu.systolic_shape(largest, largest, precision)
+    assert gpu.systolic_shape(24, 1000, "f32")[0] == 16  # two blocks of p, in a team of 16: the pairs fit
+    assert gpu.systolic_shape(520, 520, "f32") is None  # more blocks of p than a warp has lanes
+
+
 def test_log_space_splits_j_sooner_an_exp_a_term(monkeypatch):
     from impls.sumrv import gpu
 

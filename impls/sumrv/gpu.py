@@ -41,6 +41,16 @@ STRIPS = {("f32", "lin"): ((128, 8, 256, 2), (128, 16, 512, 2)),
 # batch 1024 and (f32 log apart) at m = n = 64, and in f64 log slower everywhere (it spills).
 WHOLE = {("f32", "lin"): (128, 16, 0, 4), ("f64", "lin"): (128, 8, 0, 4), ("f32", "log"): (128, 4, 0, 4)}
 WHOLE_BATCH, WHOLE_MIN, WHOLE_VALUES = 4096, 128, 1024
+# The systolic strip (kernels/sumrv.cu strip_systolic: no multiply-add on the padding but at
+# the parallelogram's edges), linear space: (threads, outputs a block R) by precision; a block
+# holds pairs of at most SYSTOLIC_SHARED bytes of shared memory. Taken where the batch is at
+# least SYSTOLIC_BATCH and m = n is within SYSTOLIC_SIZES: a scratch comparison on an H200 (m =
+# n = 64..512, batch 1024..65536, each against the strip above in one process) found it 1.05-
+# 1.38x faster there (f32 m = n = 256, batch 65536: 0.47-0.49 of the FMA peak against 0.40),
+# slower at batch 1024 and at f32 m = n = 64 with batch 16384.
+SYSTOLIC = {"f32": (128, 16), "f64": (128, 8)}
+SYSTOLIC_SHARED = 96 << 10
+SYSTOLIC_BATCH, SYSTOLIC_SIZES = 16384, {"f32": (128, 512), "f64": (64, 256)}
 # Where a launch would have fewer than MIN_WARPS_PER_SM warp strips per SM, the j range is
 # split until it has WARPS_PER_SM (enough to hide latency) ...
 MIN_WARPS_PER_SM, WARPS_PER_SM = 8, 32
@@ -147,12 +157,64 @@ def strip_config(m: int, n: int, batch: int, precision: str, space: str,
     return (*config, -(-m // split_len), split_len)
 
 
-def strip(p, q, log: bool, configs: tuple | None = None, shift: bool | None = None):
+def systolic_applies(m: int, n: int, batch: int, precision: str, space: str) -> bool:
+    """Whether strip takes the systolic kernel for this shape (SYSTOLIC_BATCH, SYSTOLIC_SIZES)."""
+    smallest, largest = SYSTOLIC_SIZES[precision]
+    return space == "lin" and batch >= SYSTOLIC_BATCH and m == n and smallest <= m <= largest
+
+
+def systolic_shape(m: int, n: int, precision: str) -> tuple[int, int] | None:
+    """(team, shared values a pair) of the systolic strip for rows of m <= n values: a lane a
+    block of p, the team a power of two, wider where the block's pairs would not fit
+    SYSTOLIC_SHARED (lanes past p's blocks add zeros); None where none fits."""
+    per_block = SYSTOLIC[precision][1]
+    p_blocks, d_max = -(-m // per_block), (n + per_block - 2) // per_block
+    if p_blocks > 32:
+        return None
+    team = 1 << (p_blocks - 1).bit_length()
+    itemsize = 8 if precision == "f64" else 4
+    while team <= 32:
+        blocks = team + d_max + 1  # of the outputs, padded by 16 bytes each
+        values = (d_max + 3) * per_block + blocks * per_block + blocks * (16 // itemsize)
+        if SYSTOLIC[precision][0] // team * values * itemsize <= SYSTOLIC_SHARED:
+            return team, values
+        team *= 2
+    return None
+
+
+def _strip_systolic_into(r, p, q) -> None:
+    """r = p (+) q by the systolic kernel (rows contiguous; systolic_shape not None)."""
+    if p.shape[1] > q.shape[1]:  # the shorter row in the lanes' registers: p (+) q = q (+) p
+        p, q = q, p
+    (batch, m), n = p.shape, q.shape[1]
+    launch, grid, block, shared, sizes = _systolic_launch(batch, m, n, p.dtype)
+    launch(grid, block, (p, np.int64(p.strides[0] // p.itemsize), q, np.int64(q.strides[0] // q.itemsize), r,
+                         np.int64(r.strides[0] // r.itemsize), *sizes), shared_mem=shared)
+
+
+@cache
+def _systolic_launch(batch: int, m: int, n: int, dtype: np.dtype) -> tuple:
+    """The systolic kernel's launch for a shape (kernel, grid, block, dynamic shared memory, its
+    scalar arguments), planned once, as _strip_launch."""
+    precision = PRECISION[np.dtype(dtype)]
+    threads, per_block = SYSTOLIC[precision]
+    team, values = systolic_shape(m, n, precision)
+    pairs_per_block = threads // 32 * (32 // team)
+    launch = kernel(f"sumrv_strip_systolic_{threads}x{per_block}_{precision}_lin")
+    shared = pairs_per_block * values * np.dtype(dtype).itemsize
+    allow_shared_memory(launch, shared)
+    return (launch, (-(-batch // pairs_per_block),), (threads,), shared,
+            (np.int32(m), np.int32(n), np.int64(batch), np.int32(team)))
+
+
+def strip(p, q, log: bool, configs: tuple | None = None, shift: bool | None = None,
+          systolic: bool | None = None):
     """Ours: a strip of outputs per warp, register tiles, no atomics (deterministic). In log
     space, from LOG_BY_SHIFT_TERMS, first by a shift per pair where no term can underflow
-    (kernels/sumrv.cu), then per output for the pairs left. `configs` replaces the
-    precision's STRIPS and WHOLE of the space (the shift's linear kernel keeps its own) and
-    `shift` forces that choice (to compare them)."""
+    (kernels/sumrv.cu), then per output for the pairs left. In linear space, where
+    systolic_applies, the systolic kernel. `configs` replaces the precision's STRIPS and WHOLE
+    of the space (the shift's linear kernel keeps its own), and `shift` and `systolic` force
+    those choices (to compare them; systolic where its shape fits)."""
     import cupy
 
     # The kernel reads rows with unit stride: a strided view is copied (the other kernels take strides).
@@ -165,6 +227,12 @@ def strip(p, q, log: bool, configs: tuple | None = None, shift: bool | None = No
     if log and (shift if shift is not None else
                 p.shape[0] * p.shape[1] * q.shape[1] >= LOG_BY_SHIFT_TERMS[PRECISION[p.dtype]]):
         done = _strip_log_by_shift(p, q, r)
+    (batch, m), n, precision = p.shape, q.shape[1], PRECISION[p.dtype]
+    if systolic is None:
+        systolic = configs is None and systolic_applies(m, n, batch, precision, "log" if log else "lin")
+    if systolic and not log and systolic_shape(min(m, n), max(m, n), precision):
+        _strip_systolic_into(r, p, q)
+        return r
     _strip_into(r, p, q, log, configs, done)
     return r
 
@@ -359,6 +427,8 @@ def kernel_names() -> list[str]:
         names += [f"sumrv_shift_{k}_{precision}" for k in ("exp", "log") if space == "log"]
         whole = (WHOLE[precision, space],) if (precision, space) in WHOLE else ()
         names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs + whole]
+        if space == "lin":
+            names.append("sumrv_strip_systolic_{}x{}_{}_lin".format(*SYSTOLIC[precision], precision))
     return names
 
 

@@ -67,7 +67,7 @@ MN_GRID = Recipe(
              "sumrv-profile-"),
     note="The profile figures (sumrv-profile-roofline, -stalls) come from `bench profile sumrv -a m=N -a n=N "
          "-a batch=1024 --precision f32,f64 --space lin --variant strip --kernels strip` at N = 256, 1024 and "
-         "4096, and at N = 256 with batch 65536 (a warp per pair) (Nsight Compute, the kernel alone at the clocks "
+         "4096, and at N = 256 with batch 65536 (the systolic strip) (Nsight Compute, the kernel alone at the clocks "
          "the peaks were measured at), commands of their own: the causes of the FMA-peak claim come from them.")
 
 BATCH_SCALING = Recipe(
@@ -534,10 +534,14 @@ CLAIMS = (
               "batch 1024 the call is bound by the CPU (the call-cost claim); (2) there a warp's strip of 256 "
               "outputs meets twice the values of j that each output needs, so about half the FMAs issued fall on "
               "the zero padding (the profile's useful against issued FMAs), and the grid is too small to fill the "
-              "SMs (sm__warps_active, sm__issue_active); (3) from batch 4096 a warp takes a whole pair (staged "
+              "SMs (sm__warps_active, sm__issue_active); (3) at batch 4096 a warp takes a whole pair (staged "
               "once) in strips of 128, a third of the FMAs on the padding, and its issue slots are mostly busy: "
               "the shared-memory loads and the padding's FMAs, not the grid, bind it (a scratch comparison of 64 "
-              "outputs a strip, R = 8 or R = 16 in 8 groups, and blocks of 64 or 256 threads found none faster).",
+              "outputs a strip, R = 8 or R = 16 in 8 groups, and blocks of 64 or 256 threads found none faster); "
+              "(4) from batch 16384 the systolic strip issues FMAs on the padding only at the edges of the "
+              "parallelogram of terms (the profile's useful against issued FMAs at batch 65536), and instruction "
+              "issue binds it, its warps waiting most on the FFMAs' dispatch, with under a third of the warps "
+              "resident (its registers): kernels/NOTES.md.",
           recipe="mn-grid"),
     Claim("call-cost",
           "Ours: at m = n = 256 a GPU call's fixed cost (CuPy's Python, allocation and launch: about 15 µs) "

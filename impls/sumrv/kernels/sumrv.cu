@@ -18,6 +18,8 @@
 //   sumrv_strip_<cfg>_*    ours: a warp computes a strip of outputs, p and q staged
 //                          in its shared memory, R outputs per thread in registers
 //                          (chunk 0 in cfg: a warp per pair, every strip of it)
+//   sumrv_strip_systolic_<cfg>_*_lin  ours: a team of lanes a pair, p's blocks held in
+//                          registers, the outputs' accumulators passed from lane to lane
 //   sumrv_split_combine_*  sums the strip kernel's partial results over j-splits
 //   sumrv_shift_exp_*      strip's log space by a shift per pair where no term can
 //   sumrv_shift_log_*      underflow: shifted exponentials, the linear kernel, logs
@@ -474,6 +476,103 @@ __device__ void strip_whole(const T* p, long long ldp, const T* q, long long ldq
   }
 }
 
+// A value of a row copied to shared memory, asynchronously where the architecture allows
+// (sm_80 on: no register held, every copy of a row in flight at once; wait_copies waits).
+template <typename T>
+__device__ __forceinline__ void copy_async(T* shared, const T* global) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(unsigned(__cvta_generic_to_shared(shared))),
+               "l"(__cvta_generic_to_global(global)), "n"(sizeof(T))
+               : "memory");
+#else
+  *shared = *global;
+#endif
+}
+__device__ __forceinline__ void wait_copies() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+// buffer[0 .. R) = w (buffer 16-byte aligned).
+template <typename T, int R>
+__device__ __forceinline__ void store_window(T* buffer, const T (&w)[R]) {
+  typedef typename Vec<T>::type V;
+#pragma unroll
+  for (int u = 0; u < R; u += per16<T>()) {
+    V v;
+    T* parts = reinterpret_cast<T*>(&v);
+#pragma unroll
+    for (int k = 0; k < per16<T>(); ++k) parts[k] = w[u + k];
+    *reinterpret_cast<V*>(buffer + u) = v;
+  }
+}
+
+// strip, systolic (ours; linear space, the shorter row as p): lane l of a team of `team`
+// lanes (WARP / team pairs a warp) holds p's block l (R values) in registers, and in round d
+// = 0 .. d_max adds the R x R tile of terms of that block and q's block offset d (q at R d -
+// R + 1 .. R d + R - 1) to its R accumulators, which hold output block l + d. Then every lane
+// stores them at that block of the pair's output row in shared memory and takes block l + d
+// + 1 from it, which lane l + 1 stored: each output block collects its tiles from the lanes in
+// turn (p's blocks in decreasing order), in place, and the team's last lane starts on a block
+// no lane has stored (zeros). Lane 0's block d is then whole, and no lane stores it again.
+// Every lane does d_max + 1 tiles, all meeting the parallelogram of terms (the zero padding
+// only where a tile straddles its edges), and reads the same q window (a broadcast), the last
+// round's upper half. Dynamic shared memory, per pair (gpu.systolic_shape): q from -R, zeros
+// past its ends, then the outputs (padded as in strip: the lanes' blocks meet no bank twice).
+template <typename T, int NT, int R>
+__device__ void strip_systolic(const T* p, long long ldp, const T* q, long long ldq, T* r, long long ldr, int m,
+                               int n, long long batch, int team) {
+  constexpr int WARPS = NT / WARP;
+  extern __shared__ __align__(16) unsigned char systolic_shared[];
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, teams = WARP / team;
+  const int member = lane % team, mine = lane / team;
+  const int L = m + n - 1, d_max = (n + R - 2) / R, q_values = (d_max + 3) * R;
+  const int out_values = padded<T, R>((team + d_max + 1) * R);
+  T* sq = reinterpret_cast<T*>(systolic_shared) + (warp * teams + mine) * (q_values + out_values);
+  T* out = sq + q_values;
+  for (long long first = ((long long)blockIdx.x * WARPS + warp) * teams; first < batch;
+       first += (long long)gridDim.x * WARPS * teams) {
+    const long long b = first + mine;
+    const bool pair = b < batch;
+    __syncwarp();  // the previous pairs are no longer read
+    if (pair)
+      for (int x = member - R; x < (d_max + 1) * R; x += team)  // sq[x + R] = q at x
+        if ((unsigned)x < (unsigned)n) copy_async(sq + x + R, q + b * ldq + x);
+        else sq[x + R] = T(0);
+    for (int v = member; v < out_values; v += team) out[v] = T(0);
+    T pj[R], acc[R], c[R], lo[R], hi[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      const int j = member * R + k;
+      pj[k] = pair && j < m ? p[b * ldp + j] : T(0);
+      acc[k] = T(0);
+    }
+    wait_copies();
+    __syncwarp();
+    // Round d: the tile, then the lane's block stored and the next lane's taken.
+    auto round = [&](int d, const T(&lower)[R], const T(&upper)[R]) {
+      step<T, R, 1, false>(acc, c, pj, lower, upper);
+      store_window(out + padded<T, R>((member + d) * R), acc);
+      __syncwarp();
+      load_window<true>(acc, out, (member + d + 1) * R);
+      __syncwarp();  // read before the next round's stores
+    };
+    // lo / hi hold q at R d - R + s / R d + s: round d + 1's lo is round d's hi.
+    load_window<false>(lo, sq, 0);
+    load_window<false>(hi, sq, R);
+    for (int d = 0; d <= d_max; d += 2) {
+      round(d, lo, hi);
+      if (d == d_max) break;
+      load_window<false>(lo, sq, (d + 2) * R);
+      round(d + 1, hi, lo);
+      load_window<false>(hi, sq, (d + 3) * R);
+    }
+    if (pair)
+      for (int v = member; v < L; v += team) r[b * ldr + v] = out[padded<T, R>(v)];
+  }
+}
+
 template <typename T, bool LOG>
 __device__ void split_combine(const T* partial, T* r, long long ldr, long long incr, const unsigned char* done,
                               int m, int n, long long batch, int splits) {
@@ -592,6 +691,14 @@ __device__ void shift_log(T* r, const T* stats, unsigned char* done, T limit, in
       const unsigned char *done, int m, int n, long long batch, int splits, int split_len, int vector) {     \
     strip_whole<T, NT, R, G, LOG>(p, ldp, q, ldq, r, ldr, done, m, n, batch, vector);                        \
   }
+// The systolic strip (gpu.py's SYSTOLIC). Not capped: at six blocks an SM (80 registers) it ran
+// up to 8% faster in f64 (H200, m = n = 128 and 256) but spilled 20-52 bytes.
+#define STRIP_SYSTOLIC(T, PREC, NT, R)                                                                       \
+  extern "C" __global__ void __launch_bounds__(NT) sumrv_strip_systolic_##NT##x##R##_##PREC##_lin(             \
+      const T *p, long long ldp, const T *q, long long ldq, T *r, long long ldr, int m, int n, long long batch, \
+      int team) {                                                                                            \
+    strip_systolic<T, NT, R>(p, ldp, q, ldq, r, ldr, m, n, batch, team);                                     \
+  }
 #define SHIFTS(T, PREC)                                                                                     \
   extern "C" __global__ void sumrv_shift_exp_##PREC(const T *p, const T *q, T *p_out, T *q_out, T *stats,    \
                                                     int m, int n, long long batch) {                        \
@@ -611,5 +718,6 @@ STRIP(double, f64, lin, false, 128, 8, 256, 2)
 STRIP(float, f32, log, true, 128, 4, 128, 4) STRIP(double, f64, log, true, 128, 4, 128, 4)
 STRIP_WHOLE(float, f32, lin, false, 128, 16, 4) STRIP_WHOLE(double, f64, lin, false, 128, 8, 4)
 STRIP_WHOLE(float, f32, log, true, 128, 4, 4)
+STRIP_SYSTOLIC(float, f32, 128, 16) STRIP_SYSTOLIC(double, f64, 128, 8)
 SHIFTS(float, f32)
 SHIFTS(double, f64)
