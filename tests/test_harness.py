@@ -105,6 +105,25 @@ def test_sweep_writes_rows_series_and_schema(tmp_path):
     assert run["code_version"] == envinfo.code_version(FAKE.sources)
 
 
+def test_each_repeat_turns_the_order_of_the_variants(tmp_path):
+    plan = harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu")
+    rows, _ = harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=4))
+    assert [(row["repeat"], row["variant"]) for row in rows] == [
+        (0, "plain"), (0, "twice"), (1, "twice"), (1, "plain"), (2, "plain"), (2, "twice"), (3, "twice"), (3, "plain")]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+def test_the_orders_of_the_repeats_balance_first_places_and_neighbours(n):
+    from collections import Counter
+
+    variants = [f"v{i}" for i in range(n)]
+    orders = [harness.in_turn(variants, repeat) for repeat in range(2 * n if n % 2 else n)]
+    assert all(sorted(order) == variants for order in orders)
+    assert len(set(Counter(order[0] for order in orders).values())) == 1
+    neighbours = Counter(pair for order in orders for pair in zip(order, order[1:]))
+    assert len(neighbours) == n * (n - 1) and len(set(neighbours.values())) <= 1
+
+
 def test_code_version_is_per_suite(tmp_path, monkeypatch):
     lda = get_suite("lda")
     assert envinfo.code_version(FAKE.sources) != envinfo.code_version(lda.sources)
@@ -174,24 +193,24 @@ def test_an_interrupted_point_keeps_its_finished_variants_and_resumes_with_the_r
     real_run = FAKE.run
     ran = []
 
-    def interrupt_twice_on_its_second_repeat(workload, variant, ctx):
+    def interrupt_plain_on_its_second_repeat(workload, variant, ctx):
         ran.append(variant)
-        if variant == "twice" and ran.count("twice") == 3:  # warm-up, repeat 0, then repeat 1
+        if variant == "plain" and ran.count("plain") == 3:  # warm-up, repeat 0, then repeat 1 (run second)
             raise KeyboardInterrupt
         return real_run(workload, variant, ctx)
 
-    monkeypatch.setattr(FAKE, "run", interrupt_twice_on_its_second_repeat)
+    monkeypatch.setattr(FAKE, "run", interrupt_plain_on_its_second_repeat)
     assert harness.sweep(plan, settings(tmp_path)) == 130
     said = " ".join(capsys.readouterr().err.split())  # as rich wrapped it
     assert "0 of 1 points measured (and plain, twice of the one in progress) and kept" in said
     df = pd.read_csv(tmp_path / "fake.csv")
-    assert sorted(zip(df["variant"], df["repeat"])) == [("plain", 0), ("plain", 1), ("twice", 0)]
+    assert sorted(zip(df["variant"], df["repeat"])) == [("plain", 0), ("twice", 0), ("twice", 1)]
     series = pd.read_csv(tmp_path / "fake-series.csv")
     assert len(series) == 3 * fake_suite.ITERATIONS
 
     ran.clear()
     assert harness.sweep(plan, settings(tmp_path)) == 0
-    assert ran == ["twice", "twice"]  # its warm-up and its missing repeat: plain is not run again
+    assert ran == ["plain", "plain"]  # its warm-up and its missing repeat: twice is not run again
     assert "1 of 1 points left go on from the repeats" in " ".join(capsys.readouterr().err.split())
     df = pd.read_csv(tmp_path / "fake.csv")
     assert sorted(zip(df["variant"], df["repeat"])) == [("plain", 0), ("plain", 1), ("twice", 0), ("twice", 1)]

@@ -125,14 +125,20 @@ def test_systolic_strip_is_exact_on_dyadic_inputs(cupy, batch, m, n, precision):
 
 
 @pytest.mark.parametrize("batch, m, n, log", [(1, 32, 32, False), (4096, 1024, 1024, False), (1, 256, 256, True)])
-def test_auto_runs_the_fastest_candidate_it_timed_and_keeps_it(cupy, batch, m, n, log):
+def test_auto_runs_the_fastest_candidate_it_timed_and_keeps_it(cupy, monkeypatch, batch, m, n, log):
     p, q = (cupy.asarray(a) for a in make_inputs(batch, m, n, "f32", "random", [m, n, 3]))
     if log:
         p, q = cupy.log(p), cupy.log(q)
     got = gpu.auto(p, q, log)
     choice = gpu.auto_choice(p, q, log)
-    assert choice in gpu.AUTO_CANDIDATES[log] and gpu.auto_choice(p, q, log) == choice
+    assert choice in gpu.AUTO_CANDIDATES[log]
     np.testing.assert_array_equal(got.get(), gpu.convolve(choice, p, q, log).get())
+
+    def measure_again(*args):
+        raise AssertionError("auto timed its candidates again for a shape it had chosen for")
+    monkeypatch.setattr(gpu.bench_peaks, "fastest", measure_again)
+    np.testing.assert_array_equal(gpu.auto(p, q, log).get(), got.get())  # its own key is auto_key
+    assert gpu.auto_choice(p, q, log) == choice
 
 
 def test_strided_views_need_no_copy(cupy):

@@ -144,6 +144,25 @@ def test_auto_is_judged_in_the_newest_run_that_measured_it(tmp_path):
     assert measured.value == pytest.approx(1.01) and "absent" not in measured.text
 
 
+def test_auto_is_judged_repeat_by_repeat_and_in_log_space_against_componentwise_rivals(tmp_path):
+    def row(variant, us, repeat, space="lin"):
+        return {**_row(variant, 256, 256, 1024, "f32", space, us), "repeat": repeat}
+    # The host slowed in repeat 1 (both variants) and for auto alone in repeat 2: the medians
+    # of each variant compare auto's slow repeats with strip's fast ones (1.53x), the repeats
+    # themselves say 1.02x twice
+    rows = [row("strip", 10, 0), row("auto", 10.2, 0), row("strip", 15, 1), row("auto", 15.3, 1),
+            row("strip", 10, 2), row("auto", 15.3, 2)]
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(rows), tmp_path))
+    assert measured.value == pytest.approx(1.02)
+    # In log space the FFT (a peer's, through a shift) is no rival: its error is normwise
+    log = [row("strip", 10, 0, "log"), row("fft", 4, 0, "log"), row("auto", 10.1, 0, "log")]
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(log), tmp_path))
+    assert measured.value == pytest.approx(1.01) and CLAIM["auto-fastest"].holds(measured.value)
+    assert "peers faster than auto" in measured.text and "fft 2.52x" in measured.text
+    lin = [{**r, "space": "lin"} for r in log]
+    assert CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(lin), tmp_path)).value == pytest.approx(10.1 / 4)
+
+
 def test_claims_differ_where_fft_wins_and_strip_is_below_half_the_peak(tmp_path):
     results = Frame(_frame(fft_faster_at_1024=True, strip_peak=0.3), tmp_path)
     verdicts = _verdicts(results)

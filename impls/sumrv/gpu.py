@@ -367,7 +367,7 @@ AUTO_TRIES = 3  # timed loops of each candidate, after one to build and warm it
 # small shape's call is its host's issue rate in a loop, which one call alone misjudges (it
 # picked strip over naive, 1.13x slower in a loop, at f64 log, batch 4096, m = n = 32).
 AUTO_LOOP_TERMS, AUTO_MAX_CALLS = 1 << 30, 8
-_auto_choices: dict[tuple, str] = {}  # by auto_key
+_auto_choices: dict[tuple, tuple] = {}  # by auto_key: the candidate's name and its function
 
 
 def loop_calls(terms: int, loop_terms: int, most: int) -> int:
@@ -387,9 +387,13 @@ def auto_choice(p, q, log: bool) -> str:
     fastest of AUTO_CANDIDATES, measured on the first call with such inputs (CUDA events,
     the fastest of AUTO_TRIES loops of calls each) and kept for the process, as cuDNN's
     benchmark mode and triton's autotune do."""
+    return _auto_chosen(p, q, log)[0]
+
+
+def _auto_chosen(p, q, log: bool) -> tuple:
     key = auto_key(p, q, log)
-    choice = _auto_choices.get(key)
-    if choice is None:
+    chosen = _auto_choices.get(key)
+    if chosen is None:
         (batch, m), n = p.shape, q.shape[1]
         fits = batch * (m + n) <= FFT_MAX_VALUES
         candidates = [c for c in AUTO_CANDIDATES[log] if c != "fft" or fits]
@@ -403,12 +407,16 @@ def auto_choice(p, q, log: bool) -> str:
                     method(p, q, log)
             return bench_peaks.fastest(loop, AUTO_TRIES)
 
-        choice = _auto_choices[key] = min(candidates, key=seconds)
-    return choice
+        choice = min(candidates, key=seconds)
+        chosen = _auto_choices[key] = choice, VARIANTS[choice]
+    return chosen
 
 
 def auto(p, q, log: bool):
-    return VARIANTS[auto_choice(p, q, log)](p, q, log)
+    # auto_key written out and the function kept beside its name: at a call of 15 us (batch 1
+    # on an H200's host) each Python call and lookup more is a percent of the 5% auto may add.
+    chosen = _auto_choices.get((p.data.device_id, p.shape, q.shape[1], p.dtype, log)) or _auto_chosen(p, q, log)
+    return chosen[1](p, q, log)
 
 
 VARIANTS = {"naive": naive, "skewdiag": skewdiag, "skewdiag-det": skewdiag_det, "strip": strip,
