@@ -172,6 +172,21 @@ def test_claims_differ_where_fft_wins_and_strip_is_below_half_the_peak(tmp_path)
     assert CLAIM["fma-peak"].ours(results).value == pytest.approx(0.3)
 
 
+def test_the_fma_peak_is_judged_where_the_work_outweighs_a_call_s_fixed_cost(tmp_path):
+    """A call at batch 1 takes 10 us here: at m = n = 256, batch 4096 the multiply-adds take 8.9
+    us at the 60 TFLOP/s peak, so that point's fraction is shown but not judged; at 1024 they
+    take 143 us."""
+    df = _frame(strip_peak=0.6)
+    host_bound = (df["variant"] == "strip") & (df["m"] == 256) & (df["batch"] == 4096) & (df["space"] == "lin")
+    df.loc[host_bound, "peak_frac"] = 0.1
+    measured = CLAIM["fma-peak"].ours(Frame(df, tmp_path))
+    assert measured.value == pytest.approx(0.6) and CLAIM["fma-peak"].holds(measured.value)
+    assert "fixed cost (strip at batch 1, m = n <= 1024): 10 µs" in measured.text
+    assert "left out (work at the peak under the fixed cost), m = n = 256: 0.100 (batch 4096)" in measured.text
+    df.loc[(df["variant"] == "strip") & (df["m"] == 1024) & (df["batch"] == 4096), "peak_frac"] = 0.4
+    assert CLAIM["fma-peak"].ours(Frame(df, tmp_path)).value == pytest.approx(0.4)
+
+
 def test_every_claim_is_not_measured_on_empty_results(tmp_path):
     results = Results(tmp_path, {"sumrv": SUITE})
     assert all(claim.ours(results) is None for claim in CLAIMS)
