@@ -216,12 +216,10 @@ NOTE_S = 30  # a point's preparation, or a variant's run with its untimed work, 
 
 def in_turn(variants: list, repeat: int) -> list:
     """The variants in the order of this repeat: row `repeat` of a Williams design, so that
-    over the repeats each variant runs first as often as another, and after each other
-    variant as often (in n repeats for n variants, 2n where n is odd). On an H200 the first
-    variant after the calibration ran 2-3% faster than after another kernel (sumrv, 0.3 ms
-    calls: either of strip and auto), and an FFT run after a kernel that left CuPy's memory
-    pool in other sizes took 1.3x as long as after itself: a fixed order would give each
-    variant its neighbour's cost for good."""
+    over a whole cycle of repeats (n for n variants, 2n where n is odd) each variant runs
+    first as often as another, and right after each other variant as often. A run can
+    inherit cost from the one before it (impls/sumrv/kernels/NOTES.md): a fixed order would
+    give each variant its neighbour's cost for good."""
     n = len(variants)
     if n < 2:
         return list(variants)
@@ -241,8 +239,8 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
     not measured again). status(text) hears what runs: the preparation, the warm-up, then each variant."""
     suite, backend = plan.suite, plan.backend
     done = done or {}
-    variants = [(name, device) for name, device in plan.variants_at(point)
-                if done.get(name, 0) < settings.repeats]
+    everyone = plan.variants_at(point)
+    variants = [(name, device) for name, device in everyone if done.get(name, 0) < settings.repeats]
     if not variants:  # every variant has its repeats (another process measured them)
         return [], []
     first_repeat = min(done.get(name, 0) for name, _ in variants)
@@ -274,7 +272,9 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
         with monitor or nullcontext():
             for repeat in itertools.count(first_repeat):
                 calibration = calibrate(backend)
-                for name, device in in_turn(variants, repeat):
+                for name, device in in_turn(everyone, repeat):
+                    if (name, device) not in variants:
+                        continue  # measured by an earlier run; its place in the design stays
                     if done.get(name, 0) > repeat:
                         continue  # measured by an earlier run
                     if status:

@@ -161,6 +161,15 @@ def test_auto_is_judged_repeat_by_repeat_and_in_log_space_against_componentwise_
     assert "peers faster than auto" in measured.text and "fft 2.52x" in measured.text
     lin = [{**r, "space": "lin"} for r in log]
     assert CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(lin), tmp_path)).value == pytest.approx(10.1 / 4)
+    # A resumed run without strip at repeats 1 and 2: those repeats do not compare auto with naive
+    uneven = [row("strip", 10, 0), row("naive", 20, 0), row("auto", 10.5, 0)] + [
+        row(variant, us, repeat) for repeat in (1, 2) for variant, us in (("naive", 20), ("auto", 10))]
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(uneven), tmp_path))
+    assert measured.value == pytest.approx(1.05) and "against strip" in measured.text
+    # Where auto met no rival (log space, the FFT alone), the point is named, not judged
+    alone = [row("fft", 4, 0, "log"), row("auto", 10, 0, "log")] + lin
+    measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(alone), tmp_path))
+    assert measured.value == pytest.approx(10.1 / 4) and "in no repeat beside a rival at f32 log" in measured.text
 
 
 def test_claims_differ_where_fft_wins_and_strip_is_below_half_the_peak(tmp_path):
@@ -185,6 +194,9 @@ def test_the_fma_peak_is_judged_where_the_work_outweighs_a_call_s_fixed_cost(tmp
     assert "left out (work at the peak under the fixed cost), m = n = 256: 0.100 (batch 4096)" in measured.text
     df.loc[(df["variant"] == "strip") & (df["m"] == 1024) & (df["batch"] == 4096), "peak_frac"] = 0.4
     assert CLAIM["fma-peak"].ours(Frame(df, tmp_path)).value == pytest.approx(0.4)
+    # The grid alone (batch 1024, no call at batch 1): every point judged
+    measured = CLAIM["fma-peak"].ours(Frame(df[df["batch"] == 1024], tmp_path))
+    assert measured.value == pytest.approx(0.6) and measured.text.startswith("no call at batch 1 measured")
 
 
 def test_every_claim_is_not_measured_on_empty_results(tmp_path):

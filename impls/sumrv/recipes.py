@@ -156,42 +156,46 @@ AUTO_SLACK = 1.05  # the most auto may lag the fastest variant by (issue: never 
 
 def _auto_fastest(results) -> Measured | None:
     """auto's time per call over its fastest rival's, at every point where auto ran, from the
-    newest run with auto and every variant measured there (else the newest with auto, its
-    absent rivals named): per repeat, auto over the fastest rival of that repeat, and the
-    median of those ratios (a host that slows for a while slows a repeat's variants together;
-    runs of one code may differ by more than the slack). The rivals: every other GPU variant
-    in linear space; in log space those whose error is componentwise (the peers' FFT through a
-    shift by each vector's maximum loses the small outputs, the fft-accuracy claim): faster
-    peers there are named apart. The worst ratio, and the points beyond AUTO_SLACK."""
+    newest run that measured there every variant measured there at all (else the newest with
+    auto, its absent rivals named): per repeat (where auto and every rival ran), auto over
+    that repeat's fastest rival, and the median of those ratios (a host that slows for a
+    while slows a repeat's variants together; runs of one code may differ by more than the
+    slack). The rivals: every other GPU variant in linear space; in log space those whose
+    error is componentwise (the peers' FFT through a shift by each vector's maximum loses the
+    small outputs, the fft-accuracy claim): faster peers there are named apart. The worst
+    ratio, and the points beyond AUTO_SLACK."""
     from impls.sumrv.suite import componentwise  # the suite imports this module
 
     df = _gpu(results.frame(SUITE))
     if df.empty or "auto" not in set(df["variant"]):
         return None
     keys = ["space", "precision", "batch", "m", "n"]
-    ratios, winners, absent, peers = {}, {}, {}, {}
+    ratios, winners, absent, peers, unpaired = {}, {}, {}, {}, []
     for key, rows in df.groupby(keys):
-        runs = rows.pivot_table(index=["run_id", "repeat"], columns="variant", values="call_s")
-        if "auto" not in runs:
+        table = rows.pivot_table(index=["run_id", "repeat"], columns="variant", values="call_s")
+        if "auto" not in table:
             continue
-        by_run = runs.dropna(subset=["auto"]).dropna(axis=1, how="all").groupby(level="run_id")
-        runs = [times.dropna(axis=1, how="all") for _, times in by_run]
-        if not runs:
-            continue
-        every = set().union(*map(set, runs))
-        complete = [times for times in runs if set(times) == every]  # by run_id: the newest last
-        times = complete[-1] if complete else runs[-1]
+        by_run = [run.dropna(axis=1, how="all") for _, run in table.dropna(subset=["auto"]).groupby(level="run_id")]
+        every = set().union(*map(set, by_run))
+        complete = [run for run in by_run if set(run) == every]  # by run_id: the newest last
+        times = complete[-1] if complete else by_run[-1]
         if not complete:
             absent[key] = sorted(every - set(times))
         log = key[0] == "log"
-        rivals = times[[v for v in times if v != "auto" and (not log or componentwise(v, log))]]
-        if rivals.empty:
+        others = [v for v in times if v != "auto"]
+        rivals = [v for v in others if not log or componentwise(v, log)]
+
+        def over(variants: list[str]) -> pd.Series:  # auto over each variant, per repeat where both ran
+            return pd.Series({v: (times["auto"] / times[v]).median() for v in variants}, dtype=float)
+        faster = over([v for v in others if v not in rivals])
+        if (faster > 1).any():
+            peers[key] = faster[faster > 1]
+        paired = times.dropna(subset=["auto", *rivals])  # a resumed run may lack a rival at a repeat
+        if not rivals or paired.empty:
+            unpaired.append(key)
             continue
-        ratios[key] = float((times["auto"] / rivals.min(axis=1)).median())
-        winners[key] = rivals.median().idxmin()
-        faster = [v for v in times if v != "auto" and v not in rivals and times[v].median() < times["auto"].median()]
-        if faster:
-            peers[key] = {v: float(times["auto"].median() / times[v].median()) for v in faster}
+        ratios[key] = float((paired["auto"] / paired[rivals].min(axis=1)).median())
+        winners[key] = paired[rivals].idxmin(axis=1).mode().iloc[0]  # the rival fastest in most repeats
     ratio = pd.Series(ratios, dtype=float)
     if ratio.empty:
         return None
@@ -209,7 +213,9 @@ def _auto_fastest(results) -> Measured | None:
                  + "; ".join(f"{point(key)}: {ratio[key]:.2f}x {winners[key]}" for key in behind.index))
     if peers:
         text += ("; in log space, peers faster than auto (not rivals: their error is normwise): " + "; ".join(
-            f"{point(key)}: " + ", ".join(f"{v} {r:.2f}x" for v, r in faster.items()) for key, faster in peers.items()))
+            f"{point(key)}: " + ", ".join(f"{v} {r:.2f}x" for v, r in by_peer.items()) for key, by_peer in peers.items()))
+    if unpaired:
+        text += "; auto measured in no repeat beside a rival at " + "; ".join(map(point, unpaired))
     if absent:
         text += ("; no run measured auto beside every variant at " + "; ".join(
             f"{point(key)} (absent: {', '.join(variants)})" for key, variants in absent.items()))
@@ -285,7 +291,8 @@ def _fma_peak(results) -> Measured | None:
     """strip's least median fraction of the FMA peak (f32, linear space, m = n >= BIG) over
     the points whose work at the peak takes at least a call's fixed cost (strip's median call
     at batch 1, m = n <= FIXED_COST_MAX_M), where the kernel, not the host, can set the time;
-    the points left out are named with their fractions."""
+    the points left out are named with their fractions. Without a call at batch 1 measured,
+    every batch of at least 1024 is judged."""
     df = _gpu(results.frame(SUITE))
     if df.empty or "peak_frac" not in df:
         return None
@@ -293,11 +300,12 @@ def _fma_peak(results) -> Measured | None:
     fixed = rows.loc[(rows["batch"] == 1) & (rows["m"] <= FIXED_COST_MAX_M), "call_s"].median()
     rows = rows[(rows["m"] >= BIG) & (rows["batch"] > 1)]
     stats = rows.groupby(["m", "batch"]).agg(frac=("peak_frac", "median"), peak=("fma_gflops", "median")).dropna()
-    if stats.empty or not np.isfinite(fixed):
+    if stats.empty:
         return None
-    m, batch = (stats.index.get_level_values(level) for level in ("m", "batch"))
-    stats["at_peak"] = 2.0 * m * m * batch / (stats["peak"] * 1e9)
-    judged = stats[stats["at_peak"] >= fixed]
+    size, batch = (stats.index.get_level_values(level) for level in ("m", "batch"))
+    at_peak = 2.0 * size * size * batch / (stats["peak"] * 1e9)
+    large = at_peak >= fixed if np.isfinite(fixed) else batch >= 1024
+    judged, left = stats[large], stats[~large]
     if judged.empty:
         return None
 
@@ -305,17 +313,19 @@ def _fma_peak(results) -> Measured | None:
         return "; ".join(f"{m}: " + ", ".join(f"{s.frac:.3f} (batch {b})" for (_, b), s in
                                              by_m.sort_index(ascending=False).iterrows())
                          for m, by_m in points.groupby(level="m"))
-    text = (f"a call's fixed cost (strip at batch 1, m = n <= {FIXED_COST_MAX_M}): {_us(fixed * 1e6)}. Per call, "
-            f"where the work at the peak takes at least that, m = n = {listed(judged)}")
-    left = stats[stats["at_peak"] < fixed]
-    if len(left):
-        text += f"; left out (work at the peak under the fixed cost), m = n = {listed(left)}"
+    if np.isfinite(fixed):
+        text = (f"a call's fixed cost (strip at batch 1, m = n <= {FIXED_COST_MAX_M}): {_us(fixed * 1e6)}. Per call, "
+                f"where the work at the peak takes at least that, m = n = {listed(judged)}")
+        if len(left):
+            text += f"; left out (work at the peak under the fixed cost), m = n = {listed(left)}"
+    else:
+        text = f"no call at batch 1 measured: per call at batch >= 1024, m = n = {listed(judged)}"
     profiled = _profiled(results)
     if profiled:
         text += (". The kernel alone (bench profile): "
-                 + "; ".join(f"{m} at batch {batch} ({k['kernel']}): {k['useful']:.3f} in useful FMAs, "
+                 + "; ".join(f"{m} at batch {b} ({k['kernel']}): {k['useful']:.3f} in useful FMAs, "
                              f"{k['issued']:.3f} in issued ones, {k['warps']:.0f}% of warps active, issue slots "
-                             f"{k['busy']:.0f}% busy" for (m, batch), k in sorted(profiled.items())))
+                             f"{k['busy']:.0f}% busy" for (m, b), k in sorted(profiled.items())))
     return Measured(float(judged["frac"].min()), text)
 
 
