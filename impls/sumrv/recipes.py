@@ -184,12 +184,11 @@ def _auto_fastest(results) -> Measured | None:
         log = key[0] == "log"
         others = [v for v in times if v != "auto"]
         rivals = [v for v in others if not log or componentwise(v, log)]
-
-        def over(variants: list[str]) -> pd.Series:  # auto over each variant, per repeat where both ran
-            return pd.Series({v: (times["auto"] / times[v]).median() for v in variants}, dtype=float)
-        faster = over([v for v in others if v not in rivals])
-        if (faster > 1).any():
-            peers[key] = faster[faster > 1]
+        # auto over each peer that is no rival, per repeat where both ran: the faster ones named
+        faster = {v: ratio for v in others if v not in rivals
+                  if (ratio := float((times["auto"] / times[v]).median())) > 1}
+        if faster:
+            peers[key] = faster
         paired = times.dropna(subset=["auto", *rivals])  # a resumed run may lack a rival at a repeat
         if not rivals or paired.empty:
             unpaired.append(key)
@@ -212,8 +211,9 @@ def _auto_fastest(results) -> Measured | None:
         text += (f"; beyond {AUTO_SLACK}x at {len(behind)}: "
                  + "; ".join(f"{point(key)}: {ratio[key]:.2f}x {winners[key]}" for key in behind.index))
     if peers:
-        text += ("; in log space, peers faster than auto (not rivals: their error is normwise): " + "; ".join(
-            f"{point(key)}: " + ", ".join(f"{v} {r:.2f}x" for v, r in by_peer.items()) for key, by_peer in peers.items()))
+        text += "; in log space, peers faster than auto (not rivals: their error is normwise): " + "; ".join(
+            f"{point(key)}: " + ", ".join(f"{v} {r:.2f}x" for v, r in by_peer.items())
+            for key, by_peer in peers.items())
     if unpaired:
         text += "; auto measured in no repeat beside a rival at " + "; ".join(map(point, unpaired))
     if absent:
