@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from impls.sumrv import cpu, gpu
-from impls.sumrv.suite import KERNELS, log_errors, make_inputs, tolerance
+from impls.sumrv.suite import KERNELS, log_errors, make_inputs, normwise_errors, tolerance
 
 pytestmark = pytest.mark.gpu
 
@@ -138,6 +138,62 @@ def test_auto_runs_the_fastest_candidate_it_timed_and_keeps_it(cupy, monkeypatch
         raise AssertionError("auto missed its choice: the key written out in auto is not auto_key")
     monkeypatch.setattr(gpu, "_auto_chosen", look_up_again)
     np.testing.assert_array_equal(gpu.auto(p, q, log).get(), got.get())
+
+
+@pytest.mark.parametrize("batch, m, n", [(1, 1, 1), (3, 1, 70), (2, 33, 65), (5, 64, 64), (2, 4096, 1000)])
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+@pytest.mark.parametrize("space", ["lin", "log"])
+def test_fftconv_within_the_normwise_bound(cupy, batch, m, n, precision, space):
+    """Our FFT path on packed rows and on element-strided views (the pad kernel reads strides)."""
+    log = space == "log"
+    p, q = make_inputs(batch, m, n, precision, "random", [m, n, 12])
+    if log:
+        p, q = np.log(p), np.log(q)
+    expected = cpu.reference(p, q, log)
+    bound = tolerance(precision, m, n, expected, log, False)
+
+    def every_other(v):
+        buffer = cupy.zeros((2 * v.shape[0], 2 * v.shape[1]), dtype=v.dtype)
+        buffer[::2, ::2] = cupy.asarray(v)
+        return buffer[::2, ::2]
+
+    for view in (cupy.asarray, every_other):
+        got = gpu.fftconv(view(p), view(q), log).get()
+        assert got.dtype == p.dtype and got.shape == expected.shape
+        assert normwise_errors(got, expected, log).max() <= bound, view
+
+
+@pytest.mark.parametrize("batch, m, n, log", [(1, 4096, 4096, False), (3, 33, 65, False), (3, 33, 65, True),
+                                              (4096, 256, 256, False), (4096, 32, 32, True), (4096, 64, 64, True),
+                                              (16384, 128, 128, False)])
+@pytest.mark.parametrize("precision", ["f32", "f64"])
+def test_auto_plans_give_their_variants_outputs(cupy, batch, m, n, log, precision):
+    """Each candidate's plan (the j split at batch 1, the chunked, warp-per-pair and systolic strips,
+    strip's shift per pair in f64 log space, which has none) gives its variant's output bit for bit:
+    on packed rows; on row-strided views whose rows start 16-byte aligned, then on views with their
+    strides one value further (not aligned: the plan made for aligned rows hands them to strip);
+    on element-strided views (plans of their own)."""
+    p, q = make_inputs(batch, m, n, precision, "random", [m, n, 13])
+    if log:
+        p, q = np.log(p), np.log(q)
+
+    def in_rows(v, offset):  # rows of a multiple of 4 values apart, from value `offset` of a buffer
+        buffer = cupy.zeros((v.shape[0], -(-v.shape[1] // 4) * 4 + 4), dtype=v.dtype)
+        buffer[:, offset:offset + v.shape[1]] = cupy.asarray(v)
+        return buffer[:, offset:offset + v.shape[1]]
+
+    def every_other(v):
+        buffer = cupy.zeros((v.shape[0], 2 * v.shape[1]), dtype=v.dtype)
+        buffer[:, ::2] = cupy.asarray(v)
+        return buffer[:, ::2]
+
+    cases = [((cupy.asarray(p), cupy.asarray(q)),), ((in_rows(p, 0), in_rows(q, 0)), (in_rows(p, 1), in_rows(q, 1))),
+             ((every_other(p), every_other(q)),)]
+    for planned_for, *others in cases:
+        for name in gpu.AUTO_CANDIDATES[log]:
+            plan = gpu._auto_plan(name, *planned_for, log)
+            for a, b in (planned_for, *others):
+                np.testing.assert_array_equal(plan(a, b).get(), gpu.convolve(name, a, b, log).get(), err_msg=name)
 
 
 def test_strided_views_need_no_copy(cupy):

@@ -158,7 +158,7 @@ def test_auto_is_judged_repeat_by_repeat_and_in_log_space_against_componentwise_
     log = [row("strip", 10, 0, "log"), row("fft", 4, 0, "log"), row("auto", 10.1, 0, "log")]
     measured = CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(log), tmp_path))
     assert measured.value == pytest.approx(1.01) and CLAIM["auto-fastest"].holds(measured.value)
-    assert "peers faster than auto" in measured.text and "fft 2.52x" in measured.text
+    assert "variants faster than auto" in measured.text and "fft 2.52x" in measured.text
     lin = [{**r, "space": "lin"} for r in log]
     assert CLAIM["auto-fastest"].ours(Frame(pd.DataFrame(lin), tmp_path)).value == pytest.approx(10.1 / 4)
     # A resumed run without strip at repeats 1 and 2: those repeats do not compare auto with naive

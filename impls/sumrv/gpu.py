@@ -6,7 +6,7 @@ returning r [batch, m + n - 1]. In log space inputs and outputs are log-probabil
 CuPy (and torch) are imported inside the functions: importing this module needs no GPU.
 """
 
-from functools import cache
+from functools import cache, lru_cache, partial
 from importlib.resources import files
 
 import numpy as np
@@ -19,6 +19,7 @@ KERNEL_SOURCE = files("impls.sumrv") / "kernels" / "sumrv.cu"  # package data (p
 PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 BLOCK = 256  # threads per block of the one-thread-per-output kernels
 FFT_MAX_VALUES = 1 << 29  # batch x (m + n): beyond, the FFT's buffers outgrow an 80 GB GPU
+FFT_PLANS = 8  # shapes whose cuFFT plans fftconv keeps (each plan holds its work area on the GPU)
 TILE = 32  # skewdiag: a 32 x 32 tile per block of 32 x 32 threads
 # Strip configurations (threads, outputs per slot, chunk of p staged, lane groups per
 # warp), narrowest warp strip (32 / groups x outputs per slot) first: the widest whose
@@ -187,7 +188,12 @@ def _strip_systolic_into(r, p, q) -> None:
     if p.shape[1] > q.shape[1]:  # the shorter row in the lanes' registers: p (+) q = q (+) p
         p, q = q, p
     (batch, m), n = p.shape, q.shape[1]
-    launch, grid, block, shared, sizes = _systolic_launch(batch, m, n, p.dtype)
+    _launch_systolic(_systolic_launch(batch, m, n, p.dtype), r, p, q)
+
+
+def _launch_systolic(planned: tuple, r, p, q) -> None:
+    """The systolic kernel's launch planned by _systolic_launch, for p the shorter row."""
+    launch, grid, block, shared, sizes = planned
     launch(grid, block, (p, np.int64(p.strides[0] // p.itemsize), q, np.int64(q.strides[0] // q.itemsize), r,
                          np.int64(r.strides[0] // r.itemsize), *sizes), shared_mem=shared)
 
@@ -239,14 +245,18 @@ def strip(p, q, log: bool, configs: tuple | None = None, shift: bool | None = No
 
 def _strip_into(r, p, q, log: bool, configs: tuple | None, done) -> None:
     """r = p (+) q by the strip kernel, except the pairs b where done[b] (None: none)."""
-    import cupy
-
     # 16 bytes a lane where every row starts at a multiple of 16 (the kernel's VECTOR)
     vector = (p.data.ptr | q.data.ptr | p.strides[0] | q.strides[0]) % 16 == 0
-    launch, grid, block, shared, args, splits, combine = _strip_launch(*p.shape, q.shape[1], p.dtype, log, configs,
-                                                                       p.strides[0], q.strides[0], vector)
+    planned = _strip_launch(*p.shape, q.shape[1], p.dtype, log, configs, p.strides[0], q.strides[0], vector)
+    _launch_strip(planned, r, p, q, _NULL if done is None else done)
+
+
+def _launch_strip(planned: tuple, r, p, q, done) -> None:
+    """The strip kernel's launch planned by _strip_launch, and its combine where it splits."""
+    import cupy
+
+    launch, grid, block, shared, args, splits, combine = planned
     partial = cupy.empty(splits * r.size, dtype=p.dtype) if splits > 1 else r
-    done = _NULL if done is None else done
     launch(grid, block, (p, args[0], q, args[1], r, args[2], partial, done, *args[3:]), shared_mem=shared)
     if combine:
         launch, grid, block = combine
@@ -318,6 +328,52 @@ def _shift_launches(batch: int, m: int, n: int, dtype: np.dtype) -> tuple:
             (np.int32(m), np.int32(n), np.int64(batch)), np.dtype(dtype).type(SPREAD[precision]))
 
 
+def fftconv(p, q, log: bool):
+    """Ours, around cuFFT: the fft peer's transforms with fewer passes over memory. p's and q's
+    rows zero-padded by one kernel into one buffer, one forward transform for both, their
+    spectra's product scaled by one kernel in place (the inverse's input, which it overwrites),
+    and the inverse transform into the output; the plans kept for the shape. In log space
+    through via_linear's per-vector max shift, as the peer (its error is normwise)."""
+    import cupy
+
+    return via_linear(cupy, lambda a, b: _fft_convolution(a.data.device_id, *a.shape, b.shape[1], a.dtype)(a, b),
+                      p, q, log)
+
+
+@lru_cache(maxsize=FFT_PLANS)
+def _fft_convolution(device: int, batch: int, m: int, n: int, dtype: np.dtype):
+    """fftconv for a shape on a GPU, as a function of (p, q): the transforms' length and cuFFT
+    plans (a plan takes milliseconds to make and holds its work area) made once."""
+    import cupy
+    import cupyx.scipy.fft
+    from cupy.cuda import cufft
+
+    dtype, precision = np.dtype(dtype), PRECISION[np.dtype(dtype)]
+    outputs = m + n - 1
+    size = cupyx.scipy.fft.next_fast_len(outputs, real=True)
+    half = size // 2 + 1  # complex values of a real row's spectrum
+    to_spectrum, from_spectrum = (cufft.CUFFT_D2Z, cufft.CUFFT_Z2D) if precision == "f64" else \
+        (cufft.CUFFT_R2C, cufft.CUFFT_C2R)
+    forward, inverse = cufft.Plan1d(size, to_spectrum, 2 * batch), cufft.Plan1d(size, from_spectrum, batch)
+    pad, multiply = kernel(f"sumrv_fft_pad_{precision}"), kernel(f"sumrv_fft_multiply_{precision}")
+    pad_grid, multiply_grid = (_grid(2 * batch * size, BLOCK),), (_grid(batch * half, BLOCK),)
+    sizes = (np.int32(m), np.int32(n), np.int32(size), np.int64(batch))
+    product = (dtype.type(1 / size), np.int64(batch * half))
+    spectrum_dtype = np.result_type(dtype, np.complex64)
+
+    def convolve(p, q):
+        padded = cupy.empty((2 * batch, size), dtype)
+        pad(pad_grid, (BLOCK,), (*_layout(p), *_layout(q), padded, *sizes))
+        spectra = cupy.empty((2 * batch, half), spectrum_dtype)
+        forward.fft(padded, spectra, cufft.CUFFT_FORWARD)
+        multiply(multiply_grid, (BLOCK,), (spectra, *product))
+        r = cupy.empty((batch, size), dtype)
+        inverse.fft(spectra[:batch], r, cufft.CUFFT_INVERSE)
+        return r[:, :outputs]
+
+    return convolve
+
+
 # Peers: linear-space libraries, in log space through cpu.via_linear's per-vector max shift.
 def cupy_convolve(p, q, log: bool):
     import cupy
@@ -358,16 +414,17 @@ def torch_conv1d(p, q, log: bool):
 
 
 # auto's candidates: the direct kernels (skewdiag-det stands for skewdiag, which it matches
-# or beats wherever either is near the fastest) and, in linear space, the FFT. In log space
-# the FFT's shift by each vector's maximum loses the small outputs (a normwise error), so
-# only the direct kernels, whose error is componentwise, take part.
-AUTO_CANDIDATES = {False: ("strip", "naive", "skewdiag-det", "fft"), True: ("strip", "naive", "skewdiag-det")}
+# or beats wherever either is near the fastest) and, in linear space, fftconv (the fft peer's
+# transforms with fewer passes: 0.60-0.79x its call at every shape where FFT won, an H200). In
+# log space an FFT's shift by each vector's maximum loses the small outputs (a normwise error),
+# so only the direct kernels, whose error is componentwise, take part.
+AUTO_CANDIDATES = {False: ("strip", "naive", "skewdiag-det", "fftconv"), True: ("strip", "naive", "skewdiag-det")}
 AUTO_TRIES = 3  # timed loops of each candidate, after one to build and warm it
 # Calls a timed loop: as many as keep batch x m x n x calls near AUTO_LOOP_TERMS, 1 to 8. A
 # small shape's call is its host's issue rate in a loop, which one call alone misjudges (it
 # picked strip over naive, 1.13x slower in a loop, at f64 log, batch 4096, m = n = 32).
 AUTO_LOOP_TERMS, AUTO_MAX_CALLS = 1 << 30, 8
-_auto_choices: dict[tuple, tuple] = {}  # by auto_key: the candidate's name and its function
+_auto_choices: dict[tuple, tuple] = {}  # by auto_key: the candidate's name and its plan
 
 
 def loop_calls(terms: int, loop_terms: int, most: int) -> int:
@@ -377,16 +434,17 @@ def loop_calls(terms: int, loop_terms: int, most: int) -> int:
 
 
 def auto_key(p, q, log: bool) -> tuple:
-    """What auto's choice depends on (the GPU, the shapes, the dtype, the space), read from
-    the arrays' own attributes: auto pays for it on every call, so no runtime query."""
-    return p.data.device_id, p.shape, q.shape[1], p.dtype, log
+    """What auto's choice and its plan depend on (the GPU, the shapes, the strides, the dtype,
+    the space), read from the arrays' own attributes: auto pays for it on every call, so no
+    runtime query."""
+    return p.data.device_id, p.shape, q.shape[1], p.strides, q.strides, p.dtype, log
 
 
 def auto_choice(p, q, log: bool) -> str:
     """The candidate auto calls for this shape, precision and space on this GPU: the
-    fastest of AUTO_CANDIDATES, measured on the first call with such inputs (CUDA events,
-    the fastest of AUTO_TRIES loops of calls each) and kept for the process, as cuDNN's
-    benchmark mode and triton's autotune do."""
+    fastest of AUTO_CANDIDATES' plans, measured on the first call with such inputs (CUDA
+    events, the fastest of AUTO_TRIES loops of calls each) and kept for the process, as
+    cuDNN's benchmark mode and triton's autotune do."""
     return _auto_chosen(p, q, log)[0]
 
 
@@ -396,30 +454,78 @@ def _auto_chosen(p, q, log: bool) -> tuple:
     if chosen is None:
         (batch, m), n = p.shape, q.shape[1]
         fits = batch * (m + n) <= FFT_MAX_VALUES
-        candidates = [c for c in AUTO_CANDIDATES[log] if c != "fft" or fits]
+        plans = {c: _auto_plan(c, p, q, log) for c in AUTO_CANDIDATES[log] if c != "fftconv" or fits}
         calls = loop_calls(batch * m * n, AUTO_LOOP_TERMS, AUTO_MAX_CALLS)
 
         def seconds(candidate: str) -> float:
-            method = VARIANTS[candidate]
+            plan = plans[candidate]
 
             def loop():  # each output freed as the next is made
                 for _ in range(calls):
-                    method(p, q, log)
+                    plan(p, q)
             return bench_peaks.fastest(loop, AUTO_TRIES)
 
-        choice = min(candidates, key=seconds)
-        chosen = _auto_choices[key] = choice, VARIANTS[choice]
+        choice = min(plans, key=seconds)
+        chosen = _auto_choices[key] = choice, plans[choice]
     return chosen
 
 
+def _auto_plan(name: str, p, q, log: bool):
+    """auto's call of the candidate `name` for arrays of p's and q's auto_key, a function of
+    (p, q): its kernels' launches worked out once, so that a call costs its allocation and
+    launches, not the checks and choices that the variant, taking any arrays, makes on every
+    call (strip's of strides, space and shape; naive's grid and strides; fftconv's lookup of
+    its plans). The variant itself where its path has none (strip's shift per pair in log
+    space, rows with a stride)."""
+    import cupy
+
+    (batch, m), n = p.shape, q.shape[1]
+    dtype, precision = p.dtype, PRECISION[p.dtype]
+    shape = (batch, m + n - 1)
+    if name == "fftconv" and not log:
+        return _fft_convolution(p.data.device_id, batch, m, n, dtype)
+    if name == "naive":
+        launch, grid = kernel(f"sumrv_naive_{_suffix(p, log)}"), (_grid(batch * shape[1], BLOCK),)
+        p_strides, q_strides, r_strides = _layout(p)[1:], _layout(q)[1:], (np.int64(shape[1]), np.int64(1))
+        sizes = _sizes(p, q)
+
+        def naive_call(p, q):
+            r = cupy.empty(shape, dtype)
+            launch(grid, (BLOCK,), (p, *p_strides, q, *q_strides, r, *r_strides, *sizes))
+            return r
+        return naive_call
+    rows = p.strides[1] == q.strides[1] == p.itemsize  # strip copies rows of other strides
+    if name == "strip" and rows and not (log and batch * m * n >= LOG_BY_SHIFT_TERMS[precision]):
+        if systolic_applies(m, n, batch, precision, "log" if log else "lin") and systolic_shape(m, n, precision):
+            planned = _systolic_launch(batch, m, n, dtype)  # m = n where systolic_applies
+
+            def systolic_call(p, q):
+                r = cupy.empty(shape, dtype)
+                _launch_systolic(planned, r, p, q)
+                return r
+            return systolic_call
+        vector = (p.strides[0] | q.strides[0]) % 16 == 0  # and the pointers, checked at each call
+        planned = _strip_launch(batch, m, n, dtype, log, None, p.strides[0], q.strides[0], vector)
+
+        def strip_call(p, q):
+            if vector and (p.data.ptr | q.data.ptr) % 16:  # planned for rows starting 16-byte aligned
+                return strip(p, q, log)
+            r = cupy.empty(shape, dtype)
+            _launch_strip(planned, r, p, q, _NULL)
+            return r
+        return strip_call
+    return partial(VARIANTS[name], log=log)
+
+
 def auto(p, q, log: bool):
-    # auto_key written out and the function kept beside its name: at a call of 15 us (batch 1
-    # on an H200's host) each Python call and lookup more is a percent of the 5% auto may add.
-    chosen = _auto_choices.get((p.data.device_id, p.shape, q.shape[1], p.dtype, log)) or _auto_chosen(p, q, log)
-    return chosen[1](p, q, log)
+    # auto_key written out and the plan kept beside its name: at a call of 12-15 us (batch 1 on
+    # an H200's host) each Python call and lookup more is a percent of the 5% auto may add.
+    chosen = _auto_choices.get((p.data.device_id, p.shape, q.shape[1], p.strides, q.strides, p.dtype, log)) or \
+        _auto_chosen(p, q, log)
+    return chosen[1](p, q)
 
 
-VARIANTS = {"naive": naive, "skewdiag": skewdiag, "skewdiag-det": skewdiag_det, "strip": strip,
+VARIANTS = {"naive": naive, "skewdiag": skewdiag, "skewdiag-det": skewdiag_det, "strip": strip, "fftconv": fftconv,
             "cupy-convolve": cupy_convolve, "fft": fft, "torch-conv1d": torch_conv1d, "auto": auto}
 
 
@@ -437,6 +543,7 @@ def kernel_names() -> list[str]:
         names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs + whole]
         if space == "lin":
             names.append("sumrv_strip_systolic_{}x{}_{}_lin".format(*SYSTOLIC[precision], precision))
+            names += [f"sumrv_fft_{k}_{precision}" for k in ("pad", "multiply")]
     return names
 
 

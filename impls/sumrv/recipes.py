@@ -60,7 +60,7 @@ TIME_VS_N = Recipe(
 MN_GRID = Recipe(
     "mn-grid", "ours: strip against cuFFT over the m x n grid, and its fraction of the FMA peak",
     sweeps=(Sweep(SUITE, axes={"batch": "1024", "precision": "f32", "space": "lin"},
-                  variants=("strip", "fft", "naive", "auto"),
+                  variants=("strip", "fft", "fftconv", "naive", "auto"),
                   quick=size(m="256,1024,4096", n="256,1024,4096", **_QUICK),
                   paper=size(m="32,256,1024,4096", n="32,256,1024,4096")),),
     figures=("sumrv-peak-fraction-batch-1024-", "sumrv-time-vs-n-batch-1024-", "sumrv-speedup-batch-1024-",
@@ -75,7 +75,7 @@ BATCH_SCALING = Recipe(
     sweeps=(Sweep(SUITE, axes={"m": "256", "n": "256", "precision": "f32", "space": "lin"},
                   # every GPU variant that takes a batch in one call (cupy-convolve loops over the
                   # pairs in Python: seconds a call at 65536), so auto meets each rival in one run
-                  variants=("strip", "fft", "naive", "skewdiag", "skewdiag-det", "torch-conv1d", "auto"),
+                  variants=("strip", "fft", "fftconv", "naive", "skewdiag", "skewdiag-det", "torch-conv1d", "auto"),
                   quick=size(batch="1,1024,65536", **_QUICK),
                   paper=size(batch="1,16,256,1024,4096,65536")),),
     note="One m = n, so no figure: the claim on the cost of a call reads it.")
@@ -88,7 +88,7 @@ BATCH_SCALING = Recipe(
 GATE = gate(Sweep(SUITE, {"m": "256", "n": "256", "batch": "16", "precision": "f32,f64", "space": "lin,log"},
                   variants=("numpy", "skewdiag", "skewdiag-det"), ci_cpu=size(repeats=3, warmup=1)),
             Sweep(SUITE, {"m": "1024", "n": "1024", "batch": "4096", "precision": "f32", "space": "lin,log"},
-                  variants=("naive", "skewdiag", "skewdiag-det", "strip"), ci_gpu=size(**_QUICK)))
+                  variants=("naive", "skewdiag", "skewdiag-det", "strip", "fftconv"), ci_gpu=size(**_QUICK)))
 
 RECIPES = (TIME_VS_N, MN_GRID, BATCH_SCALING, GATE)
 
@@ -162,7 +162,7 @@ def _auto_fastest(results) -> Measured | None:
     while slows a repeat's variants together; runs of one code may differ by more than the
     slack). The rivals: every other GPU variant in linear space; in log space those whose
     error is componentwise (the peers' FFT through a shift by each vector's maximum loses the
-    small outputs, the fft-accuracy claim): faster peers there are named apart. The worst
+    small outputs, the fft-accuracy claim): faster FFTs there are named apart. The worst
     ratio, and the points beyond AUTO_SLACK."""
     from impls.sumrv.suite import componentwise  # the suite imports this module
 
@@ -184,7 +184,7 @@ def _auto_fastest(results) -> Measured | None:
         log = key[0] == "log"
         others = [v for v in times if v != "auto"]
         rivals = [v for v in others if not log or componentwise(v, log)]
-        # auto over each peer that is no rival, per repeat where both ran: the faster ones named
+        # auto over each variant that is no rival, per repeat where both ran: the faster ones named
         faster = {v: ratio for v in others if v not in rivals
                   if (ratio := float((times["auto"] / times[v]).median())) > 1}
         if faster:
@@ -211,7 +211,7 @@ def _auto_fastest(results) -> Measured | None:
         text += (f"; beyond {AUTO_SLACK}x at {len(behind)}: "
                  + "; ".join(f"{point(key)}: {ratio[key]:.2f}x {winners[key]}" for key in behind.index))
     if peers:
-        text += "; in log space, peers faster than auto (not rivals: their error is normwise): " + "; ".join(
+        text += "; in log space, variants faster than auto (not rivals: their error is normwise): " + "; ".join(
             f"{point(key)}: " + ", ".join(f"{v} {r:.2f}x" for v, r in by_peer.items())
             for key, by_peer in peers.items())
     if unpaired:
@@ -510,23 +510,25 @@ CLAIMS = (
               "take the per-output kernel.",
           recipe="time-vs-n"),
     Claim("auto-fastest",
-          "Ours (target): auto, which times strip, naive, skewdiag-det and (linear space) FFT on the first call "
-          "with a shape and keeps the fastest, is within 1.05x of the fastest variant of any kind at every "
-          "measured point, log space included",
+          "Ours (target): auto, which times the plans of strip, naive, skewdiag-det and (linear space) fftconv on "
+          "the first call with a shape and keeps the fastest, is within 1.05x of the fastest variant of any kind at "
+          "every measured point, log space included",
           _auto_fastest, lambda v: v <= AUTO_SLACK,
           f"holds if auto's time per call is at most {AUTO_SLACK}x its fastest rival's at every point where it was "
           "measured (the median over repeats of auto's time over the fastest rival's of that repeat; rivals: every "
           "other GPU variant, ours and the peers, in linear space, those whose error is componentwise in log space)",
-          why="Where a call is its host's Python and launch (14-30 µs: batch 1, and m = n <= 1024 at batch 1024 "
-              "on an H200), auto's dispatch, a key from the arrays' shapes and dtype and one lookup, costs about "
-              "0.4 µs of Python (0.9 µs before it was written out in auto; measured apart in one process, H200): "
-              "loops of 100 calls alternated 40 times gave auto 0.0-0.55 µs (0-4%) over strip at three such points. "
-              "There a run's repeats move by up to 30% with the host, so a point can land beyond the slack by noise "
-              "alone. At batch 1024, m = n = 4096 auto calls the FFT, whose calls vary by 10-15% from repeat to "
-              "repeat (280-500 µs on an H200) whichever variant calls it. In log space the FFT is not among auto's "
-              "candidates (through a shift by each vector's maximum its error is normwise: the small outputs lose "
-              "their digits, the fft-accuracy claim), so it is no rival there and where a peer's FFT is faster "
-              "the text names it.",
+          why="auto keeps, for each shape, strides, dtype and space, a plan of its choice: the kernels' launches "
+              "worked out at the first call, so a later call costs its allocation and launches, not the checks and "
+              "choices that the variants, taking any arrays, make at every call. Where a call is its host's Python "
+              "and launch (batch 1, and small m = n at batch 1024-4096) that made auto 0.68-0.88x the fastest "
+              "variant's call (loops of 100 calls alternated 16 times, one process, H200; kernels/NOTES.md). "
+              "fftconv, the fft peer's transforms with fewer passes, took 0.52-0.78x the peer's call where an FFT "
+              "won. Where strip and fftconv are close (f32 at batch 1024, m = n = 1024; batch 16384, m = n = 512) "
+              "auto's choice, made once from the fastest of three single calls, can fall on the one that is slower "
+              "in the timed run: fftconv's calls there varied from 50 to 96 µs between processes and within one "
+              "(strip: 65-72 µs). In log space no FFT is among auto's candidates (through a shift by each vector's "
+              "maximum its error is normwise: the small outputs lose their digits, the fft-accuracy claim), so it "
+              "is no rival there, and where one is faster the text names it.",
           recipe="time-vs-n"),
     Claim("strip-fastest",
           "Ours (target): strip is the fastest GPU variant at every point of the tables (m = n of 32 to 4096, "

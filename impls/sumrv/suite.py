@@ -195,8 +195,12 @@ class SumrvSuite(Suite):
         Variant("strip", "ours: a strip of outputs per warp, p and q staged in its shared memory, 4-16 outputs per "
                 "thread in registers, j split when a batch is too small to fill the GPU; log space: a shift per pair "
                 "where no term can underflow, per output elsewhere", devices=("gpu",)),
-        Variant("auto", "ours: the fastest of strip, naive, skewdiag-det and (linear space) fft for the shape, "
-                "precision and space, timed on this GPU at the first call with such inputs and kept", devices=("gpu",)),
+        Variant("fftconv", "ours, around cuFFT: the fft peer's transforms with one pad kernel for p and q, one "
+                "forward transform for both, the product scaled in place, plans kept (log space: the peer's shift)",
+                devices=("gpu",)),
+        Variant("auto", "ours: the fastest of strip, naive, skewdiag-det and (linear space) fftconv for the shape, "
+                "strides, precision and space, timed on this GPU at the first call with such inputs; its launches "
+                "planned then, kept and replayed", devices=("gpu",)),
     )
     reference = "numpy"
     gpu_reference = "naive"

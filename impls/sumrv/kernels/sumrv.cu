@@ -23,6 +23,8 @@
 //   sumrv_split_combine_*  sums the strip kernel's partial results over j-splits
 //   sumrv_shift_exp_*      strip's log space by a shift per pair where no term can
 //   sumrv_shift_log_*      underflow: shifted exponentials, the linear kernel, logs
+//   sumrv_fft_pad_*        fftconv (ours, linear space, around cuFFT): p's and q's rows
+//   sumrv_fft_multiply_*   zero-padded into one buffer; the spectra's scaled product
 
 #define WARP 32
 
@@ -650,6 +652,34 @@ __device__ void shift_log(T* r, const T* stats, unsigned char* done, T limit, in
 }
 
 // ---------------------------------------------------------------------------
+// fftconv (ours; gpu.py runs cuFFT's transforms between these): the rows of p, then those of
+// q, zero-padded to the transforms' length `size` in one buffer of 2 batch rows, so that one
+// forward transform takes both; then p's spectra times q's, scaled by 1 / size (the inverse
+// transform's normalisation), in place of p's, the inverse transform's input.
+template <typename T>
+__device__ void fft_pad(const T* p, long long ldp, long long incp, const T* q, long long ldq, long long incq,
+                        T* padded, int m, int n, int size, long long batch) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < 2 * batch * size;
+       e += (long long)gridDim.x * blockDim.x) {
+    const long long row = e / size;
+    const int j = e % size;
+    const bool of_q = row >= batch;
+    const long long b = of_q ? row - batch : row;
+    padded[e] = j >= (of_q ? n : m) ? T(0) : of_q ? q[b * ldq + j * incq] : p[b * ldp + j * incp];
+  }
+}
+
+// spectra: 2 count complex values (T2: float2 or double2), p's then q's.
+template <typename T, typename T2>
+__device__ void fft_multiply(T2* spectra, T scale, long long count) {
+  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count;
+       e += (long long)gridDim.x * blockDim.x) {
+    const T2 a = spectra[e], b = spectra[count + e];
+    spectra[e] = T2{(a.x * b.x - a.y * b.y) * scale, (a.x * b.y + a.y * b.x) * scale};
+  }
+}
+
+// ---------------------------------------------------------------------------
 #define ARGS(T) const T *p, long long ldp, long long incp, const T *q, long long ldq, long long incq, T *r, \
                 long long ldr, long long incr
 #define FOR_SPACES(MACRO, T, PREC) MACRO(T, PREC, lin, false) MACRO(T, PREC, log, true)
@@ -709,6 +739,16 @@ __device__ void shift_log(T* r, const T* stats, unsigned char* done, T limit, in
     shift_log<T>(r, stats, done, limit, m, n, batch);                                                       \
   }
 
+#define FFT(T, T2, PREC)                                                                                    \
+  extern "C" __global__ void sumrv_fft_pad_##PREC(const T *p, long long ldp, long long incp, const T *q,     \
+                                                  long long ldq, long long incq, T *padded, int m, int n,   \
+                                                  int size, long long batch) {                              \
+    fft_pad<T>(p, ldp, incp, q, ldq, incq, padded, m, n, size, batch);                                      \
+  }                                                                                                         \
+  extern "C" __global__ void sumrv_fft_multiply_##PREC(T2 *spectra, T scale, long long count) {              \
+    fft_multiply<T, T2>(spectra, scale, count);                                                             \
+  }
+
 FOR_SPACES(NAIVE, float, f32)
 FOR_SPACES(NAIVE, double, f64)
 FOR_SPACES(SKEWDIAG, float, f32)
@@ -721,3 +761,5 @@ STRIP_WHOLE(float, f32, log, true, 128, 4, 4)
 STRIP_SYSTOLIC(float, f32, 128, 16) STRIP_SYSTOLIC(double, f64, 128, 8)
 SHIFTS(float, f32)
 SHIFTS(double, f64)
+FFT(float, float2, f32)
+FFT(double, double2, f64)
