@@ -181,6 +181,17 @@ def test_claims_differ_where_fft_wins_and_strip_is_below_half_the_peak(tmp_path)
     assert CLAIM["fma-peak"].ours(results).value == pytest.approx(0.3)
 
 
+def test_the_crossover_names_where_our_fft_path_beats_strip(tmp_path):
+    df = _frame()
+    rows = [_row("fftconv", m, n, 1024, "f32", "lin", 2 * m * n / 1e4 if m * n < 4096 * 1024 else m * n / 2e4)
+            for m in (256, 1024, 4096) for n in (256, 1024, 4096)]
+    measured = CLAIM["fft-crossover"].ours(Frame(pd.concat([df, pd.DataFrame(rows)]), tmp_path))
+    assert measured.value == [(4096, 4096)] and CLAIM["fft-crossover"].holds(measured.value)
+    assert "our fftconv faster than strip at 3: 1024 x 4096 (2.00x), 4096 x 1024 (2.00x), 4096 x 4096 (2.00x)" \
+        in measured.text
+    assert "our fftconv" not in CLAIM["fft-crossover"].ours(Frame(df, tmp_path)).text
+
+
 def test_the_fma_peak_is_judged_where_the_work_outweighs_a_call_s_fixed_cost(tmp_path):
     """A call at batch 1 takes 10 us here: at m = n = 256, batch 4096 the multiply-adds take 8.9
     us at the 60 TFLOP/s peak, so that point's fraction is shown but not judged; at 1024 they
