@@ -1,13 +1,16 @@
 """The sumrv suite on a CPU: the numba twins of the skew-diagonal kernel against numpy,
 exactly on dyadic inputs for every m, n in 1..70; the log-space references on inputs
-that underflow in linear space; the error bounds; the suite on the harness."""
+that underflow in linear space; the error bounds; the suite on the harness; which plan the
+GPU's auto replays (stand-in arrays)."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from bench import harness
-from impls.sumrv import cpu
+from impls.sumrv import cpu, gpu
 from impls.sumrv.suite import SUITE, log_errors, make_inputs, normwise_errors, relative_errors, tolerance
 
 SIZES = range(1, 71)
@@ -174,3 +177,25 @@ def test_log_space_splits_j_sooner_an_exp_a_term(monkeypatch):
 
     monkeypatch.setattr(gpu, "multiprocessors", lambda: 132)
     assert gpu.strip_config(256, 256, 1, "f64", "log")[4] > 1 == gpu.strip_config(256, 256, 1, "f64", "lin")[4]
+
+
+def test_auto_replays_the_plan_kept_under_auto_key_and_no_other(monkeypatch):
+    """auto's key, written out in auto for speed, is auto_key's: the plan kept under auto_key is
+    the one auto calls, and arrays that differ in their strides, their space or their GPU (a plan
+    holds strides and launches for one GPU) do not get it. Stand-ins for CuPy arrays: the key
+    reads only their attributes."""
+    def array(shape, strides, device=0):
+        return SimpleNamespace(data=SimpleNamespace(device_id=device), shape=shape, strides=strides,
+                               dtype=np.dtype(np.float32))
+
+    p, q = array((4, 8), (32, 4)), array((4, 5), (20, 4))
+
+    def not_kept(*args):
+        raise LookupError("no plan kept for these arrays")
+    monkeypatch.setattr(gpu, "_auto_choices", {gpu.auto_key(p, q, False): ("strip", lambda a, b: "the kept plan")})
+    monkeypatch.setattr(gpu, "_auto_chosen", not_kept)
+    assert gpu.auto(p, q, False) == "the kept plan"
+    for other in ((array((4, 8), (64, 4)), q, False), (p, array((4, 5), (20, 8)), False), (p, q, True),
+                  (array((4, 8), (32, 4), device=1), q, False), (array((4, 9), (36, 4)), q, False)):
+        with pytest.raises(LookupError):
+            gpu.auto(*other)
