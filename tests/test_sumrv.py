@@ -136,8 +136,6 @@ def test_bad_axes_are_refused(given, message):
 def test_the_strip_kernels_splits_cover_p_in_whole_vectors(monkeypatch, m, n, batch, split):
     """Every j of p in exactly one split, each split starting at a whole 16-byte vector (the
     kernel's chunks do); j is split only where a batch of enough terms cannot fill the GPU."""
-    from impls.sumrv import gpu
-
     monkeypatch.setattr(gpu, "multiprocessors", lambda: 132)
     for precision in ("f32", "f64"):
         *config, splits, split_len = gpu.strip_config(m, n, batch, precision, "lin")
@@ -147,8 +145,6 @@ def test_the_strip_kernels_splits_cover_p_in_whole_vectors(monkeypatch, m, n, ba
 
 
 def test_strip_takes_a_warp_per_pair_where_the_batch_fills_the_gpu_and_the_pair_fits(monkeypatch):
-    from impls.sumrv import gpu
-
     monkeypatch.setattr(gpu, "multiprocessors", lambda: 132)
     assert gpu.strip_config(256, 256, 4096, "f32", "lin")[:4] == gpu.WHOLE["f32", "lin"]
     assert gpu.strip_config(512, 512, 65536, "f32", "log")[:4] == gpu.WHOLE["f32", "log"]
@@ -159,8 +155,6 @@ def test_strip_takes_a_warp_per_pair_where_the_batch_fills_the_gpu_and_the_pair_
 
 
 def test_strip_takes_the_systolic_kernel_where_it_was_measured_faster():
-    from impls.sumrv import gpu
-
     assert gpu.systolic_applies(256, 256, 65536, "f32", "lin") and gpu.systolic_applies(64, 64, 16384, "f64", "lin")
     for m, n, batch, precision, space in [(256, 256, 4096, "f32", "lin"), (256, 300, 65536, "f32", "lin"),
                                           (64, 64, 65536, "f32", "lin"), (512, 512, 65536, "f64", "lin"),
@@ -173,8 +167,6 @@ def test_strip_takes_the_systolic_kernel_where_it_was_measured_faster():
 
 
 def test_log_space_splits_j_sooner_an_exp_a_term(monkeypatch):
-    from impls.sumrv import gpu
-
     monkeypatch.setattr(gpu, "multiprocessors", lambda: 132)
     assert gpu.strip_config(256, 256, 1, "f64", "log")[4] > 1 == gpu.strip_config(256, 256, 1, "f64", "lin")[4]
 
