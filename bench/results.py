@@ -185,11 +185,12 @@ def _widen(fd: int, csv_path: Path, header: list[str], columns: list[str]) -> tu
     old = pd.read_csv(io.BytesIO(os.pread(fd, os.fstat(fd).st_size, 0)), dtype=str, keep_default_na=False)
     tmp = csv_path.with_name(f".{csv_path.name}.{os.getpid()}.widen")
     old.reindex(columns=wider, fill_value="").to_csv(tmp, index=False, lineterminator="\n")
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, csv_path)
-    new_fd = os.open(csv_path, os.O_RDWR | os.O_APPEND)
+    # Locked before it takes the name: a writer that opens the name after the rename waits
+    # here, so none can widen the new file again (and unlink it) before this writer appends.
+    new_fd = os.open(tmp, os.O_RDWR | os.O_APPEND)
     fcntl.flock(new_fd, fcntl.LOCK_EX)
+    os.fsync(new_fd)
+    os.replace(tmp, csv_path)
     os.close(fd)  # writers waiting on the old file wake, see it replaced, and open this one
     return wider, new_fd
 

@@ -94,19 +94,22 @@ def test_concurrent_appends_never_interleave(tmp_path):
     assert set(df["variant"]) == {"x" * 500}
 
 
-def test_concurrent_appends_lose_nothing_while_one_widens_the_file(tmp_path):
-    path = tmp_path / "r.csv"
+def test_concurrent_appends_lose_nothing_while_others_widen_the_file(tmp_path):
+    # Twenty rounds: a writer that opened the file just after a widening could widen it again
+    # (and unlink it) before the first appended, losing its rows in about one round of five.
+    for round_ in range(20):
+        path = tmp_path / f"r{round_}.csv"
 
-    def work(i):  # every fifth writer brings a new column of its own
-        extra = {f"metric_{i}": i} if i % 5 == 0 else {}
-        append_rows(path, [row(K=i, repeat=r, **extra) for r in range(3)])
+        def work(i):  # every third writer brings a new column of its own
+            extra = {f"metric_{i}": i} if i % 3 == 0 else {}
+            append_rows(path, [row(K=i, repeat=r, **extra) for r in range(3)])
 
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(work, range(40)))
-    df = read_csv(path)
-    assert len(df) == 120 and sorted(df.groupby("K").size().unique()) == [3]
-    for i in range(0, 40, 5):
-        assert df.loc[df["K"] == i, f"metric_{i}"].eq(i).all() and df[f"metric_{i}"].notna().sum() == 3
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(work, range(60)))
+        df = read_csv(path)
+        assert len(df) == 180 and sorted(df.groupby("K").size().unique()) == [3], f"round {round_}"
+        for i in range(0, 60, 3):
+            assert df.loc[df["K"] == i, f"metric_{i}"].eq(i).all() and df[f"metric_{i}"].notna().sum() == 3
 
 
 def test_torn_last_line_is_ignored_then_repaired(tmp_path):
