@@ -273,10 +273,8 @@ def measure_point(plan: Plan, point: dict, settings: Settings, done: dict[str, i
             for repeat in itertools.count(first_repeat):
                 calibration = calibrate(backend)
                 for name, device in in_turn(everyone, repeat):
-                    if (name, device) not in variants:
+                    if (name, device) not in variants or done.get(name, 0) > repeat:
                         continue  # measured by an earlier run; its place in the design stays
-                    if done.get(name, 0) > repeat:
-                        continue  # measured by an earlier run
                     if status:
                         status(f"{name} (repeat {repeat + 1})")
                     if settings.flush_l2 and device == "gpu":
