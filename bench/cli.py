@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench import __version__, envinfo, harness, results
+from bench import __version__, envinfo, harness
 from bench.backend import gpu_available, resolve_backend
 from bench.corpus import CorpusError
 from bench.errors import BenchError
@@ -441,7 +441,7 @@ def reproduce(
     for line in failures:
         err.print(f"[red]failed[/]: {line}")
     if stops:
-        left = sum(len(harness.pending(job.plan, job.settings)) for job in jobs if job.plan and not job.skip)
+        left = plans.points_left(jobs)
         err.print(f"[yellow]stopped by the budget[/]: {stops[0]}; {left} points left: run the same command "
                   "again to go on")
         raise typer.Exit(3)
@@ -620,8 +620,8 @@ def data_list():
 def data_info(
     name: str = typer.Argument(..., metavar="NAME|PATH", help="Catalogue name or path to a docword/.ldac file "
                                "or directory."),
-    scale: float = typer.Option(1.0, "--scale", help="Fraction of a synthetic corpus' size (documents, vocabulary, "
-                                "tokens)."),
+    scale: float = typer.Option(1.0, "--scale", help="A synthetic corpus' size (documents, vocabulary, tokens) "
+                                "over its catalogue size: 0.1 a tenth, 2 twice."),
     seed: int = typer.Option(0, "--seed", help="Seed of a synthetic corpus (added to its catalogue seed)."),
 ):
     """Load and validate a corpus, then print its statistics."""
@@ -651,8 +651,8 @@ def data_fetch(name: str = typer.Argument(..., metavar="NAME", help="A real corp
 def data_synth(
     name: str = typer.Argument(..., metavar="NAME", help="Synthetic corpus name (see `bench data list`)."),
     out_dir: Path = typer.Option(Path("."), "--out", help="Directory for docword/vocab files."),
-    scale: float = typer.Option(1.0, "--scale", help="Fraction of the corpus' size (documents, vocabulary, "
-                                "tokens)."),
+    scale: float = typer.Option(1.0, "--scale", help="The corpus' size (documents, vocabulary, tokens) over its "
+                                "catalogue size: 0.1 a tenth, 2 twice."),
     seed: int = typer.Option(0, "--seed", help="Seed (added to the catalogue's)."),
 ):
     """Generate a synthetic corpus and write it in UCI format."""

@@ -416,9 +416,11 @@ def pending(plan: Plan, settings: Settings) -> list[tuple[dict, dict[str, int]]]
 
 
 def progress_bar() -> Progress:
-    """The progress display of a sweep, and of bench reproduce's whole plan."""
+    """The progress display of a sweep, and of bench reproduce's whole plan; none where stderr
+    is not a terminal (a log, CI), which gets a line every 30 s instead, not the bar's last
+    frame printed when it stops."""
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("ETA"), TimeRemainingColumn(), console=console)
+                    TextColumn("ETA"), TimeRemainingColumn(), console=console, disable=not console.is_terminal)
 
 
 def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progress=None, before_point=None,
@@ -446,8 +448,9 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     suite.check(plan.points)
     todo = pending(plan, settings)
     if len(todo) < len(plan.points):
-        console.print(f"resuming: {len(plan.points) - len(todo)} of {len(plan.points)} points already have "
-                      f"{settings.repeats} repeats in {csv_path} (same code, warm-up; --fresh re-measures them)")
+        console.print(f"{len(plan.points) - len(todo)} of {len(plan.points)} points already have {settings.repeats} "
+                      f"repeats in {csv_path}, from an earlier run or sweep (same code, warm-up; --fresh re-measures "
+                      "them)")
     begun = sum(1 for _, done in todo if any(done.values()))
     if begun:
         console.print(f"resuming: {begun} of {len(todo)} points left go on from the repeats their variants have "
@@ -523,7 +526,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     except KeyboardInterrupt:
         status = {"status": "interrupted"}
         partly = f" (and {', '.join(sorted(kept))} of the one in progress)" if kept else ""
-        console.print(f"[yellow]interrupted[/]: " + (
+        console.print("[yellow]interrupted[/]: " + (
             f"{done} of {len(todo)} points measured{partly} and kept in {csv_path}; run the same command again "
             "to resume." if done or kept else "before a point was measured: nothing to keep."))
         return 130

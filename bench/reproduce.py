@@ -153,12 +153,22 @@ def build(selected: list[tuple[Suite, Recipe]], profile: str, backend: str, resu
             pending = harness.pending(job.plan, job.settings) if machine.slug else \
                 [(point, {}) for point in job.plan.points]
             for point, done in pending:
-                key = (suite.name, tuple(sorted((k, str(v)) for k, v in point.items())),
-                       tuple(sorted(name for name, _ in job.plan.variants_at(point))))
-                if key not in planned:
-                    planned.add(key)
+                if _point_key(job.plan, point) not in planned:
+                    planned.add(_point_key(job.plan, point))
                     job.todo.append((point, done))
     return jobs
+
+
+def _point_key(plan: harness.Plan, point: dict) -> tuple:
+    """What makes two sweeps' points one: the suite, the point and the variants measured there."""
+    return (plan.suite.name, tuple(sorted((k, str(v)) for k, v in point.items())),
+            tuple(sorted(name for name, _ in plan.variants_at(point))))
+
+
+def points_left(jobs: list[Job]) -> int:
+    """Points the jobs still lack, a point that several sweeps share counted once (as build does)."""
+    return len({_point_key(job.plan, point) for job in jobs if job.plan and not job.skip
+                for point, _ in harness.pending(job.plan, job.settings)})
 
 
 class Estimator:

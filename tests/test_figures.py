@@ -219,6 +219,21 @@ def test_line_series_joins_only_variants_on_the_densest_grid():
     assert lda_figures.line_series({"alg1": dense, "alg4": range(16, 1025, 16)}) == {"alg1"}
 
 
+def test_a_k_measured_alone_between_gaps_of_a_line_is_marked(tmp_path, drawn):
+    """The CPU profile's grid: two dense stretches and K far apart. A line broken at the gaps
+    draws nothing through a K with no measured neighbour: each such K gets a marker."""
+    ks = [128, 256, 384, *range(500, 521, 4), 640, *range(1000, 1025, 4)]
+    rows = grid_rows(ks=ks, seconds=lambda v, K, r: K * {"alg1": 0.01, "alg4": 0.005, "alg7": 0.004}[v])
+    lda_figures.render_figures(pd.DataFrame(rows), {"runs": {"r1": ENV}, "schema": SCHEMA}, tmp_path)
+    for stem in ("fig7a-time-vs-k-f32", "speedup-over-alg1"):
+        ax = drawn[stem][0].axes[0]
+        marked = {(line.get_color(), x) for line in ax.get_lines() if line.get_linestyle() in ("None", "none")
+                  and line.get_marker() not in ("None", None, "") for x in line.get_xdata()}
+        for variant in ("alg4", "alg7") if stem == "speedup-over-alg1" else ("alg1", "alg4", "alg7"):
+            colour = lda_figures._colours(["alg1", "alg4", "alg7"])[variant]
+            assert {K for c, K in marked if c == colour} == {128, 256, 384, 640}, (stem, variant)
+
+
 def test_variant_measured_at_a_few_k_is_drawn_as_markers(tmp_path, drawn):
     rows = grid_rows(seconds=lambda v, K, r: K * {"alg1": 0.01, "alg4": 0.005, "alg7": 0.004, "warpscan": 0.002}[v])
     rows += grid_rows(variants=("alg1", "alg4", "alg7", "warpscan"), ks=(64, 256, 512, 1024),

@@ -105,6 +105,7 @@ def test_budget_too_short_and_a_stop_that_resumes(tmp_path):
                     "--results", results, "--figures", figures)
     assert stopped.returncode == 3, stopped.stdout + stopped.stderr
     assert "stopped by the budget" in stopped.stderr and "run the same command again" in stopped.stderr
+    assert "2 points left" in " ".join(stopped.stderr.split())
     assert pd.read_csv(machine / "fake.csv")["group"].nunique() == 1
     assert (machine / "REPORT.md").exists()  # drawn and reported before stopping
     rest = bench("reproduce", "fake:fig1", "--profile", "cpu", "--results", results, "--figures", figures)
@@ -190,3 +191,18 @@ def test_the_estimate_is_per_run_of_a_variant_so_a_resumed_group_counts_alike():
     runs = {"r1": {"timestamp": "2026-01-01T00:00:00+00:00"}, "r2": {"timestamp": "2026-01-02T00:00:00+00:00"}}
     walls = Estimator._walls_of(df, ["n"], runs)
     assert walls.to_dict() == {"64": 10.0}  # 20 s for two variants' runs, 10 s for one
+
+
+def test_a_point_two_recipes_share_is_one_point_to_measure_and_one_left(tmp_path, monkeypatch):
+    """The plan's count and the count left when the budget stops it agree: a point that two
+    sweeps share (here every point, the same recipe asked twice) is counted once in both."""
+    from bench import reproduce
+
+    monkeypatch.setenv("BENCH_SUITES", "fake=fake_suite")
+    machine = reproduce.Machine("cpu-test", None, 0.0, 0.0)
+    [fig1] = reproduce.select(["fake:fig1"])
+    jobs = reproduce.build([fig1, fig1], "cpu", "cpu", tmp_path, machine)
+    first, again = jobs[: len(jobs) // 2], jobs[len(jobs) // 2:]
+    planned = sum(len(job.todo) for job in first)
+    assert planned > 0 and all(job.todo == [] for job in again)
+    assert reproduce.points_left(jobs) == planned == reproduce.points_left(first)

@@ -128,6 +128,15 @@ def _break_gaps(points: pd.DataFrame, max_gap: float) -> pd.DataFrame:
     return pd.concat([points, pd.DataFrame(math.nan, index=holes, columns=points.columns)]).sort_index()
 
 
+def _mark_alone(ax, values: pd.Series, **style) -> None:
+    """Mark the K of a line broken by _break_gaps that have no measured neighbour: a line
+    through one point draws nothing, and a K measured there would not show."""
+    measured = values.notna()
+    alone = values[measured & ~(measured.shift(1, fill_value=False) | measured.shift(-1, fill_value=False))]
+    if len(alone):
+        ax.plot(alone.index, alone.values, linestyle="none", markersize=3, **style)
+
+
 def zoom_note(df: pd.DataFrame) -> str | None:
     """None when Algorithms 4 and 7 were each measured at every K of the zoom (the
     paper's Figure 8); otherwise a note of how sparse the data drawn there is."""
@@ -194,6 +203,8 @@ def _figure(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str, z
             points = _break_gaps(points, max_gap)
             ax.plot(points.index, points["median"], color=colours[variant], marker="o" if zoom else None,
                     markersize=3, linewidth=1, label=label)
+            if not zoom:  # the zoom marks every point
+                _mark_alone(ax, points["median"], color=colours[variant], marker="o")
             ax.fill_between(points.index, points["min"], points["max"], color=colours[variant], alpha=0.2,
                             linewidth=0)
         else:
@@ -371,6 +382,7 @@ def _speedup(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title: str) 
             if (variant, precision) in lines:
                 points = _break_gaps(points.to_frame(), max_gap).iloc[:, 0]
                 ax.plot(points.index, points.values, style, color=colours[variant], linewidth=1, label=label)
+                _mark_alone(ax, points, color=colours[variant], marker="o" if precision == "f32" else "s")
             else:
                 ax.plot(points.index, points.values, color=colours[variant], linestyle="none",
                         marker="o" if precision == "f32" else "s", markersize=4, label=f"{label} {SPARSE_NOTE}")
