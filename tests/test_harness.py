@@ -325,21 +325,31 @@ class Sleepy(fake_suite.FakeSuite):
 
     def run(self, workload, variant, ctx):
         time.sleep(0.002)
-        with ctx.untimed():
-            time.sleep(0.05)
 
 
-def test_untimed_work_is_left_out_and_the_stopping_rule_repeats_until_quiet(tmp_path):
+def test_untimed_work_is_left_out():
     ctx = RunContext("cpu")
     with ctx.timed():
-        Sleepy().run(None, "plain", ctx)
-    assert 0.002 <= ctx.seconds < 0.04
+        time.sleep(0.002)
+        with ctx.untimed():
+            time.sleep(0.2)
+    assert 0.002 <= ctx.seconds < 0.15
+
+
+def test_the_stopping_rule_repeats_until_quiet_or_the_budget_or_the_most_repeats(tmp_path, monkeypatch):
+    """The rule, with the noise it reads stubbed (sleeps' real noise on a loaded CI machine
+    made this test flake): at the minimum where quiet; else on until the budget, or until
+    max_repeats, whichever comes first."""
     plan = harness.plan(Sleepy(), {}, "cpu")
-    rows, _ = harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=3, max_noise=1e-9,
-                                                                    budget_s=0.5, warmup=0))
-    assert 3 < len(rows) < 40  # beyond the minimum, stopped by the budget
-    rows, _ = harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=3, max_noise=0.5, warmup=0))
-    assert len(rows) == 3  # quiet enough at the minimum
+
+    def measure(noise, **kw):
+        monkeypatch.setattr(harness, "_noise", lambda seconds: noise)
+        rows, _ = harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=3, max_noise=0.5,
+                                                                        warmup=0, **kw))
+        return len(rows)
+    assert measure(0.4) == 3  # quiet enough at the minimum
+    assert measure(0.6, max_repeats=7, budget_s=60) == 7
+    assert 3 < measure(0.6, budget_s=0.3) < 1000  # beyond the minimum, stopped by the budget
 
 
 def test_recorded_values_are_stamped_with_the_timed_seconds_and_read_when_the_series_is():
@@ -350,14 +360,14 @@ def test_recorded_values_are_stamped_with_the_timed_seconds_and_read_when_the_se
         time.sleep(0.01)
         ctx.record(1, count=lambda: calls.append(1) or 7, plain=2.5)
         with ctx.untimed():
-            time.sleep(0.05)
+            time.sleep(0.3)
         time.sleep(0.01)
         ctx.record(2, count=lambda: calls.append(2) or 8)
         assert calls == []
     series = ctx.series
     assert calls == [1, 2] and [(row["iteration"], row["count"]) for row in series] == [(1, 7), (2, 8)]
     assert series[0]["plain"] == 2.5
-    assert 0.01 <= series[0]["wall_s"] < series[1]["wall_s"] < 0.045  # the untimed 0.05 s left out
+    assert 0.01 <= series[0]["wall_s"] < series[1]["wall_s"] < 0.2  # the untimed 0.3 s left out
     assert ctx.series == series and calls == [1, 2]  # read once
 
 
@@ -396,17 +406,17 @@ def test_the_slowdown_knob_slows_the_named_variants_only(tmp_path, monkeypatch):
     plan = harness.plan(FAKE, {"n": "128", "method": "loop"}, "cpu")
     # Runs of tens of microseconds: the steady time, taken back to back, is shorter than a run
     # among the interleaved repeats, so the knob falls short of the factor there (0.65 to 0.9
-    # of the extra time asked, seen here); 5x leaves room. On runs of milliseconds (lda's
+    # of the extra time asked, seen here); 10x leaves room. On runs of milliseconds (lda's
     # gate) 2x measured +97% to +104%.
-    monkeypatch.setenv(slowdown.ENV, "twice=5")
+    monkeypatch.setenv(slowdown.ENV, "twice=10")
     assert harness.sweep(plan, settings(tmp_path, repeats=5)) == 0
     df = pd.read_csv(tmp_path / "fake.csv")
     median = df.groupby("variant")["seconds"].median()
-    # About 2 unslowed, 10 slowed; under the load of the whole suite on two cores the ratio once
-    # fell below 4
+    # About 2 unslowed, 20 slowed; under the load of the whole suite on two cores a 5x knob's
+    # ratio once fell below 4
     assert median["twice"] / median["plain"] > 3
     [run] = json.loads((tmp_path / "fake.json").read_text())["runs"].values()
-    assert run["slowdown"] == "twice=5"  # a run made with the knob says so
+    assert run["slowdown"] == "twice=10"  # a run made with the knob says so
     monkeypatch.setenv(slowdown.ENV, "*=2")
     assert slowdown.factor_for(slowdown.factors(), "plain") == 2
     for bad in ("twice", "twice=0.5", "=2", "twice=x"):
