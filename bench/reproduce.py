@@ -153,8 +153,9 @@ def build(selected: list[tuple[Suite, Recipe]], profile: str, backend: str, resu
             pending = harness.pending(job.plan, job.settings) if machine.slug else \
                 [(point, {}) for point in job.plan.points]
             for point, done in pending:
-                if _point_key(job.plan, point) not in planned:
-                    planned.add(_point_key(job.plan, point))
+                key = _point_key(job.plan, point)
+                if key not in planned:
+                    planned.add(key)
                     job.todo.append((point, done))
     return jobs
 
