@@ -191,3 +191,43 @@ def test_auto_replays_the_plan_kept_under_auto_key_and_no_other(monkeypatch):
                   (array((4, 8), (32, 4), device=1), q, False), (array((4, 9), (36, 4)), q, False)):
         with pytest.raises(LookupError):
             gpu.auto(*other)
+
+
+def test_auto_times_candidates_in_turn_and_drops_those_far_behind():
+    """fastest_in_turn: the least of each name's best time; a round's slow spell falls on every
+    name timed in it (a candidate timed alone in a slow spell is not judged by it); a name
+    AUTO_BEHIND slower than the best after a round is timed no more."""
+    times = {"strip": [1.0, 3.0, 1.0], "fftconv": [0.9, 3.0, 1.2], "naive": [5.0, 5.0, 5.0]}
+    asked = []
+
+    def seconds(name):
+        asked.append(name)
+        return times[name][sum(n == name for n in asked) - 1]
+    assert gpu.fastest_in_turn(list(times), seconds, 3, gpu.AUTO_BEHIND) == "fftconv"
+    assert asked == ["strip", "fftconv", "naive", "strip", "fftconv", "strip", "fftconv"]
+    assert gpu.fastest_in_turn(["strip"], lambda name: 1.0, 3, 1.5) == "strip"
+
+
+def test_auto_times_loops_of_at_least_four_calls_and_at_most_eight():
+    assert [gpu.loop_calls(terms, gpu.AUTO_LOOP_TERMS, gpu.AUTO_MIN_CALLS, gpu.AUTO_MAX_CALLS)
+            for terms in (1, 1 << 29, 1 << 30, 1 << 32, 1 << 36)] == [8, 8, 4, 4, 4]
+
+
+def test_strips_path_forced_or_chosen():
+    """_strip_path, the one place strip() and auto's plan take strip's path from: the shift per
+    pair in log space from LOG_BY_SHIFT_TERMS (or forced), never systolic there; systolic in linear
+    space where systolic_applies and the shape fits (or forced), the shorter row either side."""
+    def rows(batch, length, dtype=np.float32):
+        return SimpleNamespace(shape=(batch, length), dtype=np.dtype(dtype))
+
+    big = gpu.LOG_BY_SHIFT_TERMS["f32"]
+    assert gpu._strip_path(rows(1, 4096), rows(1, big // 4096), True) == "shift"
+    assert gpu._strip_path(rows(1, 64), rows(1, 64), True) == "strip"
+    assert gpu._strip_path(rows(1, 64), rows(1, 64), True, shift=True) == "shift"
+    assert gpu._strip_path(rows(1, 64), rows(1, 64), True, systolic=True) == "strip"
+    size = gpu.SYSTOLIC_SIZES["f32"][0]
+    assert gpu._strip_path(rows(gpu.SYSTOLIC_BATCH, size), rows(gpu.SYSTOLIC_BATCH, size), False) == "systolic"
+    assert gpu._strip_path(rows(gpu.SYSTOLIC_BATCH, size), rows(gpu.SYSTOLIC_BATCH, size), False,
+                           systolic=False) == "strip"
+    assert gpu._strip_path(rows(4, 32), rows(4, size), False, systolic=True) == \
+        gpu._strip_path(rows(4, size), rows(4, 32), False, systolic=True)

@@ -170,9 +170,10 @@ def test_fftconv_within_the_normwise_bound(cupy, batch, m, n, precision, space):
 def test_auto_plans_give_their_variants_outputs(cupy, batch, m, n, log, precision):
     """Each candidate's plan (the j split at batch 1, the chunked, warp-per-pair and systolic strips,
     strip's shift per pair in f64 log space, which has none) gives its variant's output bit for bit:
-    on packed rows; on row-strided views whose rows start 16-byte aligned, then on views with their
-    strides one value further (not aligned: the plan made for aligned rows hands them to strip);
-    on element-strided views (plans of their own)."""
+    on packed rows; on row-strided views whose rows start 16-byte aligned, then on views whose rows
+    start one value further (not aligned: the plan made for aligned rows hands them to strip),
+    and the other way round (a plan made from unaligned rows serves aligned ones); on
+    element-strided views (plans of their own)."""
     p, q = make_inputs(batch, m, n, precision, "random", [m, n, 13])
     if log:
         p, q = np.log(p), np.log(q)
@@ -188,7 +189,7 @@ def test_auto_plans_give_their_variants_outputs(cupy, batch, m, n, log, precisio
         return buffer[:, ::2]
 
     cases = [((cupy.asarray(p), cupy.asarray(q)),), ((in_rows(p, 0), in_rows(q, 0)), (in_rows(p, 1), in_rows(q, 1))),
-             ((every_other(p), every_other(q)),)]
+             ((in_rows(p, 1), in_rows(q, 1)), (in_rows(p, 0), in_rows(q, 0))), ((every_other(p), every_other(q)),)]
     for planned_for, *others in cases:
         for name in gpu.AUTO_CANDIDATES[log]:
             plan = gpu._auto_plan(name, *planned_for, log)

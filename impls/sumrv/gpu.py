@@ -11,7 +11,6 @@ from importlib.resources import files
 
 import numpy as np
 
-from bench import peaks as bench_peaks
 from bench.backend import allow_shared_memory, multiprocessors, raw_kernel
 from impls.sumrv.cpu import via_linear
 
@@ -183,14 +182,6 @@ def systolic_shape(m: int, n: int, precision: str) -> tuple[int, int] | None:
     return None
 
 
-def _strip_systolic_into(r, p, q) -> None:
-    """r = p (+) q by the systolic kernel (rows contiguous; systolic_shape not None)."""
-    if p.shape[1] > q.shape[1]:  # the shorter row in the lanes' registers: p (+) q = q (+) p
-        p, q = q, p
-    (batch, m), n = p.shape, q.shape[1]
-    _launch_systolic(_systolic_launch(batch, m, n, p.dtype), r, p, q)
-
-
 def _launch_systolic(planned: tuple, r, p, q) -> None:
     """The systolic kernel's launch planned by _systolic_launch, for p the shorter row."""
     launch, grid, block, shared, sizes = planned
@@ -229,26 +220,37 @@ def strip(p, q, log: bool, configs: tuple | None = None, shift: bool | None = No
     if q.strides[1] != q.itemsize:
         q = cupy.ascontiguousarray(q)
     r = _output(p, q)
-    done = None
-    if log and (shift if shift is not None else
-                p.shape[0] * p.shape[1] * q.shape[1] >= LOG_BY_SHIFT_TERMS[PRECISION[p.dtype]]):
-        done = _strip_log_by_shift(p, q, r)
-    (batch, m), n, precision = p.shape, q.shape[1], PRECISION[p.dtype]
-    if systolic is None:
-        systolic = configs is None and systolic_applies(m, n, batch, precision, "log" if log else "lin")
-    if systolic and not log and systolic_shape(min(m, n), max(m, n), precision):
-        _strip_systolic_into(r, p, q)
+    (batch, m), n = p.shape, q.shape[1]
+    path = _strip_path(p, q, log, configs, shift, systolic)
+    if path == "systolic":
+        if m > n:  # the shorter row in the lanes' registers: p (+) q = q (+) p
+            p, q, m, n = q, p, n, m
+        _launch_systolic(_systolic_launch(batch, m, n, p.dtype), r, p, q)
         return r
-    _strip_into(r, p, q, log, configs, done)
+    done = _strip_log_by_shift(p, q, r) if path == "shift" else _NULL
+    _launch_strip(_planned_strip(p, q, log, configs), r, p, q, done)
     return r
 
 
-def _strip_into(r, p, q, log: bool, configs: tuple | None, done) -> None:
-    """r = p (+) q by the strip kernel, except the pairs b where done[b] (None: none)."""
-    # 16 bytes a lane where every row starts at a multiple of 16 (the kernel's VECTOR)
-    vector = (p.data.ptr | q.data.ptr | p.strides[0] | q.strides[0]) % 16 == 0
-    planned = _strip_launch(*p.shape, q.shape[1], p.dtype, log, configs, p.strides[0], q.strides[0], vector)
-    _launch_strip(planned, r, p, q, _NULL if done is None else done)
+def _strip_path(p, q, log: bool, configs: tuple | None = None, shift: bool | None = None,
+                systolic: bool | None = None) -> str:
+    """strip's path for rows of unit stride: "systolic", "shift" (the shift per pair, then the
+    strip kernel for the pairs left) or "strip"; the one place strip() and auto's plan take it from."""
+    (batch, m), n, precision = p.shape, q.shape[1], PRECISION[p.dtype]
+    if log:
+        return "shift" if (shift if shift is not None else batch * m * n >= LOG_BY_SHIFT_TERMS[precision]) \
+            else "strip"
+    if systolic is None:
+        systolic = configs is None and systolic_applies(m, n, batch, precision, "lin")
+    return "systolic" if systolic and systolic_shape(min(m, n), max(m, n), precision) else "strip"
+
+
+def _planned_strip(p, q, log: bool, configs: tuple | None = None, pointers: bool = True) -> tuple:
+    """_strip_launch for p and q: 16 bytes a lane where every row starts at a multiple of 16
+    (the kernel's VECTOR), read from the strides and, with `pointers`, the arrays' addresses."""
+    starts = (p.data.ptr | q.data.ptr) if pointers else 0
+    vector = (starts | p.strides[0] | q.strides[0]) % 16 == 0
+    return _strip_launch(*p.shape, q.shape[1], p.dtype, log, configs, p.strides[0], q.strides[0], vector)
 
 
 def _launch_strip(planned: tuple, r, p, q, done) -> None:
@@ -256,11 +258,11 @@ def _launch_strip(planned: tuple, r, p, q, done) -> None:
     import cupy
 
     launch, grid, block, shared, args, splits, combine = planned
-    partial = cupy.empty(splits * r.size, dtype=p.dtype) if splits > 1 else r
-    launch(grid, block, (p, args[0], q, args[1], r, args[2], partial, done, *args[3:]), shared_mem=shared)
+    partials = cupy.empty(splits * r.size, dtype=p.dtype) if splits > 1 else r
+    launch(grid, block, (p, args[0], q, args[1], r, args[2], partials, done, *args[3:]), shared_mem=shared)
     if combine:
         launch, grid, block = combine
-        launch(grid, block, (partial, r, args[2], np.int64(1), done, *args[3:7]))
+        launch(grid, block, (partials, r, args[2], np.int64(1), done, *args[3:7]))
 
 
 _NULL = np.uint64(0)  # a null pointer
@@ -315,7 +317,7 @@ def _strip_log_by_shift(p, q, r):
     done = cupy.empty(batch, dtype=np.uint8)
     p, q = cupy.ascontiguousarray(p), cupy.ascontiguousarray(q)  # shift_exp reads packed rows
     shift_exp(exp_grid, (BLOCK,), (p, q, p_shifted, q_shifted, stats, *sizes))
-    _strip_into(r, p_shifted, q_shifted, False, None, None)
+    _launch_strip(_planned_strip(p_shifted, q_shifted, False), r, p_shifted, q_shifted, _NULL)
     shift_log(log_grid, (BLOCK,), (r, stats, done, limit, *sizes))
     return done
 
@@ -415,22 +417,26 @@ def torch_conv1d(p, q, log: bool):
 
 # auto's candidates: the direct kernels (skewdiag-det stands for skewdiag, which it matches
 # or beats wherever either is near the fastest) and, in linear space, fftconv (the fft peer's
-# transforms with fewer passes: 0.60-0.79x its call at every shape where FFT won, an H200). In
+# transforms with fewer passes: 0.52-0.78x its call at every shape where FFT won, an H200). In
 # log space an FFT's shift by each vector's maximum loses the small outputs (a normwise error),
 # so only the direct kernels, whose error is componentwise, take part.
 AUTO_CANDIDATES = {False: ("strip", "naive", "skewdiag-det", "fftconv"), True: ("strip", "naive", "skewdiag-det")}
-AUTO_TRIES = 3  # timed loops of each candidate, after one to build and warm it
-# Calls a timed loop: as many as keep batch x m x n x calls near AUTO_LOOP_TERMS, 1 to 8. A
-# small shape's call is its host's issue rate in a loop, which one call alone misjudges (it
-# picked strip over naive, 1.13x slower in a loop, at f64 log, batch 4096, m = n = 32).
-AUTO_LOOP_TERMS, AUTO_MAX_CALLS = 1 << 30, 8
+AUTO_ROUNDS = 3  # rounds of timed loops, the candidates in turn, after a call of each to build it
+AUTO_BEHIND = 1.5  # a candidate this much slower than the best so far, after a round, is timed no more
+# Calls a timed loop: as many as keep batch x m x n x calls near AUTO_LOOP_TERMS, 4 to 8, as
+# the suite times loops of calls. A loop hides the host's time between a call's launches
+# where the GPU's work covers it, which a single call shows (it picked fftconv, five launches,
+# over strip at f32, batch 1024, m = n = 1024, 1.28x slower in a loop); and a small shape's
+# call is its host's issue rate, which a single call misjudges too (strip over naive, 1.13x
+# slower in a loop, at f64 log, batch 4096, m = n = 32).
+AUTO_LOOP_TERMS, AUTO_MIN_CALLS, AUTO_MAX_CALLS = 1 << 32, 4, 8
 _auto_choices: dict[tuple, tuple] = {}  # by auto_key: the candidate's name and its plan
 
 
-def loop_calls(terms: int, loop_terms: int, most: int) -> int:
-    """Calls of a timed loop of calls of `terms` products each: about loop_terms in all, 1 to
-    `most` (a small call is its host's issue rate, seen only in a loop)."""
-    return max(1, min(most, loop_terms // terms))
+def loop_calls(terms: int, loop_terms: int, least: int, most: int) -> int:
+    """Calls of a timed loop of calls of `terms` products each: about loop_terms in all,
+    `least` to `most` (a small call is its host's issue rate, seen only in a loop)."""
+    return max(least, min(most, loop_terms // terms))
 
 
 def auto_key(p, q, log: bool) -> tuple:
@@ -443,47 +449,67 @@ def auto_key(p, q, log: bool) -> tuple:
 def auto_choice(p, q, log: bool) -> str:
     """The candidate auto calls for this shape, precision and space on this GPU: the
     fastest of AUTO_CANDIDATES' plans, measured on the first call with such inputs (CUDA
-    events, the fastest of AUTO_TRIES loops of calls each) and kept for the process, as
-    cuDNN's benchmark mode and triton's autotune do."""
+    events, loops of calls, the candidates in turn for AUTO_ROUNDS rounds) and kept for the
+    process, as cuDNN's benchmark mode and triton's autotune do."""
     return _auto_chosen(p, q, log)[0]
 
 
 def _auto_chosen(p, q, log: bool) -> tuple:
+    import cupy
+
     key = auto_key(p, q, log)
     chosen = _auto_choices.get(key)
     if chosen is None:
         (batch, m), n = p.shape, q.shape[1]
         fits = batch * (m + n) <= FFT_MAX_VALUES
         plans = {c: _auto_plan(c, p, q, log) for c in AUTO_CANDIDATES[log] if c != "fftconv" or fits}
-        calls = loop_calls(batch * m * n, AUTO_LOOP_TERMS, AUTO_MAX_CALLS)
+        calls = loop_calls(batch * m * n, AUTO_LOOP_TERMS, AUTO_MIN_CALLS, AUTO_MAX_CALLS)
 
-        def seconds(candidate: str) -> float:
-            plan = plans[candidate]
+        def loop_seconds(name: str) -> float:
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            for _ in range(calls):  # each output freed as the next is made
+                plans[name](p, q)
+            stop.record()
+            stop.synchronize()
+            return cupy.cuda.get_elapsed_time(start, stop) / 1e3
 
-            def loop():  # each output freed as the next is made
-                for _ in range(calls):
-                    plan(p, q)
-            return bench_peaks.fastest(loop, AUTO_TRIES)
-
-        choice = min(plans, key=seconds)
+        for plan in plans.values():  # its kernels built and launched once
+            plan(p, q)
+        # Done before the first loop's start is recorded: else the host queues that loop while
+        # the GPU is busy, and its time hides the host's gaps that the others' shows.
+        cupy.cuda.get_current_stream().synchronize()
+        choice = fastest_in_turn(list(plans), loop_seconds, AUTO_ROUNDS, AUTO_BEHIND)
         chosen = _auto_choices[key] = choice, plans[choice]
     return chosen
+
+
+def fastest_in_turn(names: list[str], seconds, rounds: int, behind: float) -> str:
+    """The name whose best of seconds(name) is least, timed in turn for `rounds` rounds (so a
+    slow spell of the GPU or its host falls on every candidate, not on one); a name `behind`
+    times slower than the best after a round is timed no more."""
+    best = dict.fromkeys(names, np.inf)
+    timed = list(names)
+    for _ in range(rounds):
+        for name in timed:
+            best[name] = min(best[name], seconds(name))
+        timed = [name for name in timed if best[name] <= behind * min(best.values())]
+    return min(best, key=best.get)
 
 
 def _auto_plan(name: str, p, q, log: bool):
     """auto's call of the candidate `name` for arrays of p's and q's auto_key, a function of
     (p, q): its kernels' launches worked out once, so that a call costs its allocation and
     launches, not the checks and choices that the variant, taking any arrays, makes on every
-    call (strip's of strides, space and shape; naive's grid and strides; fftconv's lookup of
-    its plans). The variant itself where its path has none (strip's shift per pair in log
+    call (strip's of strides, space and shape; naive's grid and strides; fftconv's transform
+    length and kernels). The variant itself where its path has none (strip's shift per pair in log
     space, rows with a stride)."""
     import cupy
 
     (batch, m), n = p.shape, q.shape[1]
-    dtype, precision = p.dtype, PRECISION[p.dtype]
-    shape = (batch, m + n - 1)
-    if name == "fftconv" and not log:
-        return _fft_convolution(p.data.device_id, batch, m, n, dtype)
+    dtype, shape = p.dtype, (batch, m + n - 1)
+    if name == "fftconv" and not log:  # its cuFFT plans looked up at each call: no more than FFT_PLANS shapes'
+        return lambda p, q: _fft_convolution(p.data.device_id, batch, m, n, dtype)(p, q)
     if name == "naive":
         launch, grid = kernel(f"sumrv_naive_{_suffix(p, log)}"), (_grid(batch * shape[1], BLOCK),)
         p_strides, q_strides, r_strides = _layout(p)[1:], _layout(q)[1:], (np.int64(shape[1]), np.int64(1))
@@ -495,20 +521,22 @@ def _auto_plan(name: str, p, q, log: bool):
             return r
         return naive_call
     rows = p.strides[1] == q.strides[1] == p.itemsize  # strip copies rows of other strides
-    if name == "strip" and rows and not (log and batch * m * n >= LOG_BY_SHIFT_TERMS[precision]):
-        if systolic_applies(m, n, batch, precision, "log" if log else "lin") and systolic_shape(m, n, precision):
-            planned = _systolic_launch(batch, m, n, dtype)  # m = n where systolic_applies
+    path = _strip_path(p, q, log) if name == "strip" and rows else None
+    if path == "systolic":
+        swap = m > n  # the shorter row in the lanes' registers
+        planned = _systolic_launch(batch, min(m, n), max(m, n), dtype)
 
-            def systolic_call(p, q):
-                r = cupy.empty(shape, dtype)
-                _launch_systolic(planned, r, p, q)
-                return r
-            return systolic_call
-        vector = (p.strides[0] | q.strides[0]) % 16 == 0  # and the pointers, checked at each call
-        planned = _strip_launch(batch, m, n, dtype, log, None, p.strides[0], q.strides[0], vector)
+        def systolic_call(p, q):
+            r = cupy.empty(shape, dtype)
+            _launch_systolic(planned, r, *((q, p) if swap else (p, q)))
+            return r
+        return systolic_call
+    if path == "strip":
+        aligned = (p.strides[0] | q.strides[0]) % 16 == 0  # and the pointers, checked at each call
+        planned = _planned_strip(p, q, log, pointers=False)
 
         def strip_call(p, q):
-            if vector and (p.data.ptr | q.data.ptr) % 16:  # planned for rows starting 16-byte aligned
+            if aligned and (p.data.ptr | q.data.ptr) % 16:  # planned for rows starting 16-byte aligned
                 return strip(p, q, log)
             r = cupy.empty(shape, dtype)
             _launch_strip(planned, r, p, q, _NULL)

@@ -267,7 +267,7 @@ class SumrvSuite(Suite):
             return Workload(p, q, p, q, log, reference, 1)
         import cupy
 
-        calls = gpu.loop_calls(batch * m * n, CALL_TERMS, MAX_CALLS)
+        calls = gpu.loop_calls(batch * m * n, CALL_TERMS, 1, MAX_CALLS)
         return Workload(cupy.asarray(p), cupy.asarray(q), p, q, log, reference, calls)
 
     def run(self, work: Workload, variant: str, ctx) -> dict:
