@@ -528,10 +528,12 @@ CLAIMS = (
               "and launch (batch 1, and small m = n at batch 1024-4096) that made auto 0.67-0.89x the fastest "
               "variant's call (loops of 100 calls alternated 16 times, one process, H200; kernels/NOTES.md). "
               "fftconv, the fft peer's transforms with fewer passes, took 0.52-0.78x the peer's call where an FFT "
-              "won. Where strip and fftconv are close (f32 at batch 1024, m = n = 1024; batch 16384, m = n = 512) "
-              "auto's choice, made once from the fastest of three single calls, can fall on the one that is slower "
-              "in the timed run: fftconv's calls there varied from 50 to 96 µs between processes and within one "
-              "(strip: 65-72 µs). In log space no FFT is among auto's candidates (through a shift by each vector's "
+              "won. auto decides from timed loops of 4 to 8 calls of each candidate, in turn for three rounds, "
+              "those 1.5x behind after a round timed no more: a single call shows the host's time between "
+              "fftconv's launches, which a loop hides, and chose fftconv where strip was 1.28x faster (f32, batch "
+              "1024, m = n = 1024). Every timed run follows an untimed call of its own: the first call after "
+              "another variant's kernels took up to 1.3x as long, noise beyond the slack where a run is one call "
+              "(kernels/NOTES.md). In log space no FFT is among auto's candidates (through a shift by each vector's "
               "maximum its error is normwise: the small outputs lose their digits, the fft-accuracy claim), so it "
               "is no rival there, and where one is faster the text names it.",
           recipe="time-vs-n"),
