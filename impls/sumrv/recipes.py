@@ -601,7 +601,10 @@ CLAIMS = (
               "(4) from batch 16384 the systolic strip issues FMAs on the padding only at the edges of the "
               "parallelogram of terms (the profile's useful against issued FMAs at batch 65536), and instruction "
               "issue binds it, its warps waiting most on the FFMAs' dispatch, with under a third of the warps "
-              "resident (its registers): kernels/NOTES.md.",
+              "resident (its registers); at batch 16384 its 2048 blocks of 8 pairs are 3.1 waves of the 660 "
+              "that fit the GPU at once (5 an SM, 132 SMs), and the fourth, a tenth full, takes 0.4 of a whole "
+              "wave's time (the kernel alone: 71.6 µs at batch 15840, three whole waves, 81.4 µs at 16384): "
+              "kernels/NOTES.md.",
           recipe="mn-grid"),
     Claim("call-cost",
           "Ours: at m = n = 256 a GPU call's fixed cost (CuPy's Python, allocation and launch: about 15 µs) "
