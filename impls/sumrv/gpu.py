@@ -47,8 +47,10 @@ WHOLE_BATCH, WHOLE_MIN, WHOLE_VALUES = 4096, 128, 1024
 # least SYSTOLIC_BATCH and m = n is within SYSTOLIC_SIZES: a scratch comparison on an H200 (m =
 # n = 64..512, batch 1024..65536, each against the strip above in one process) found it 1.05-
 # 1.38x faster there (f32 m = n = 256, batch 65536: 0.47-0.49 of the FMA peak against 0.40),
-# slower at batch 1024 and at f32 m = n = 64 with batch 16384.
-SYSTOLIC = {"f32": (128, 16), "f64": (128, 8)}
+# slower at batch 1024 and at f32 m = n = 64 with batch 16384. Blocks of 3 warps, not 4: the
+# grid's last wave is fuller (f32 m = n = 256, batch 16384: 3.1 waves of 4-warp blocks, the
+# last a tenth full), 0.88-1.02x the time of 4-warp blocks, 0.97-0.99x at most shapes (H200).
+SYSTOLIC = {"f32": (96, 16), "f64": (96, 8)}
 SYSTOLIC_SHARED = 96 << 10
 SYSTOLIC_BATCH, SYSTOLIC_SIZES = 16384, {"f32": (128, 512), "f64": (64, 256)}
 # Where a launch would have fewer than MIN_WARPS_PER_SM warp strips per SM, the j range is

@@ -601,9 +601,10 @@ CLAIMS = (
               "(4) from batch 16384 the systolic strip issues FMAs on the padding only at the edges of the "
               "parallelogram of terms (the profile's useful against issued FMAs at batch 65536), and instruction "
               "issue binds it, its warps waiting most on the FFMAs' dispatch, with under a third of the warps "
-              "resident (its registers); at batch 16384 its 2048 blocks of 8 pairs are 3.1 waves of the 660 "
-              "that fit the GPU at once (5 an SM, 132 SMs), and the fourth, a tenth full, takes 0.4 of a whole "
-              "wave's time (the kernel alone: 71.6 µs at batch 15840, three whole waves, 81.4 µs at 16384): "
+              "resident (its registers); at batch 16384 the grid's last wave is mostly empty: in blocks of 4 "
+              "warps (8 pairs) its 2048 blocks were 3.1 waves of the 660 that fit the GPU at once, and the fourth, "
+              "a tenth full, took 0.4 of a whole wave's time (the kernel alone: 71.6 µs at batch 15840, three "
+              "whole waves, 81.4 µs at 16384); blocks of 3 warps (6 pairs, 6 an SM: 3.4 waves) took 0.98x that: "
               "kernels/NOTES.md.",
           recipe="mn-grid"),
     Claim("call-cost",
