@@ -566,6 +566,8 @@ def list_command(suite: Optional[str] = typer.Argument(None, metavar="[SUITE]", 
     for metric in chosen.all_metrics():
         gate = f"tolerance {metric.tolerance:.0%} of base" if metric.gate == "tolerance" else metric.gate or ""
         table.add_row(metric.name, metric.unit, metric.better, metric.per, gate, metric.help)
+    for label in chosen.labels:
+        table.add_row(label.name, "text", "", "run", "", label.help)
     out.print(table)
     for backend in ("cpu", "gpu"):
         d = chosen.defaults(backend)

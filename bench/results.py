@@ -46,6 +46,7 @@ def schema_for(suite) -> dict:
     for metric in suite.all_metrics():
         columns[metric.name] = {"role": "metric", "unit": metric.unit, "better": metric.better, "per": metric.per,
                                 "gate": metric.gate, "tolerance": metric.tolerance, "resolution": metric.resolution}
+    columns.update({label.name: {"role": "label", "help": label.help} for label in suite.labels})
     columns["calibration_s"] = {"role": "calibration", "unit": "s"}
     columns["copy_gbps"] = {"role": "calibration", "unit": "GB/s"}
     if suite.states_work:  # GPU rows: the name of the ceiling that binds (bench.ceilings)

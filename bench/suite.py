@@ -122,6 +122,15 @@ class Defaults:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Label:
+    """A text column a run records beside its metrics (what an adaptive variant chose): kept,
+    never gated or averaged."""
+
+    name: str
+    help: str = ""
+
+
 SECONDS = Metric("seconds", "s", gate="ratio", help="the whole measured run")
 
 
@@ -135,6 +144,7 @@ class Suite:
     # hide a GPU kernel's change in the ratios that `bench check` gates.
     gpu_reference: str = ""
     metrics: tuple[Metric, ...] = ()  # besides seconds and the phases, which every suite has
+    labels: tuple[Label, ...] = ()  # text a run returns beside its metrics
     phases: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()
     sources: tuple[str, ...] = ()  # paths under the repository, hashed into code_version (required)
@@ -167,7 +177,7 @@ class Suite:
     def run(self, workload, variant: str, ctx) -> dict | None:
         """Run `variant` once on the workload; time phases with ctx.phase(name),
         leave work out with ctx.untimed(), record per-iteration values with
-        ctx.record(iteration, **values); return per-run metric values."""
+        ctx.record(iteration, **values); return per-run metric (and label) values."""
         raise NotImplementedError
 
     def derived(self, workload, row: dict) -> dict:

@@ -10,7 +10,7 @@ import numpy as np
 
 from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from bench.specs import parse_choices, parse_ints
-from bench.suite import Axis, Defaults, Metric, Plot, Suite, Variant
+from bench.suite import Axis, Defaults, Label, Metric, Plot, Suite, Variant
 
 ITERATIONS = 3
 UNLUCKY = 13  # a size whose workload fails: a recipe that fails beside one that does not
@@ -64,6 +64,7 @@ class FakeSuite(Suite):
         Metric("final_objective", "", help="a name that once made a key column"),
         Metric("objective", "", better="higher", per="iteration"),
     )
+    labels = (Label("path", help="the way the run went: the method's name"),)
     plots = (Plot("fake-time-vs-n", "time against n", x="n", panel="method", logx=True),
              Plot("fake-convergence", "objective against time", x="wall_s", y="objective", series=True))
     sources = ("tests/fake_suite.py",)
@@ -95,7 +96,7 @@ class FakeSuite(Suite):
             with ctx.untimed():
                 objective = -1.0 / (iteration + 1)
             ctx.record(iteration, objective=objective)
-        return {"quality": total / len(values), "final_objective": objective}
+        return {"quality": total / len(values), "final_objective": objective, "path": method}
 
 
 SUITE = FakeSuite()

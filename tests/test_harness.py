@@ -96,6 +96,9 @@ def test_sweep_writes_rows_series_and_schema(tmp_path):
     sidecar = json.loads((tmp_path / "fake.json").read_text())
     columns = sidecar["schema"]["columns"]
     assert columns["final_objective"]["role"] == "metric"  # a metric by declaration, whatever its name
+    assert columns["path"]["role"] == "label"
+    loaded = results.load(tmp_path / "fake.csv")[0]  # a label's text is no number, and read as text
+    assert (loaded["path"] == loaded["method"]).all()
     assert columns["block"] == {"role": "axis", "tune": True}
     assert columns["quality"]["gate"] == "tolerance" and columns["quality"]["better"] == "higher"
     assert results.key_columns(sidecar["schema"]) == ["suite", "backend", "n", "method", "block"]

@@ -140,6 +140,19 @@ def test_auto_runs_the_fastest_candidate_it_timed_and_keeps_it(cupy, monkeypatch
     np.testing.assert_array_equal(gpu.auto(p, q, log).get(), got.get())
 
 
+def test_a_timed_run_of_auto_records_the_method_it_ran(cupy):
+    from bench.timing import RunContext
+    from impls.sumrv.suite import SUITE
+
+    point = {"backend": "gpu", "batch": 64, "m": 96, "n": 40, "precision": "f32", "space": "lin"}
+    work = SUITE.prepare(point)
+    with RunContext("gpu").timed() as ctx:
+        values = SUITE.run(work, "auto", ctx)
+    assert values["auto_choice"] == gpu.auto_choice(work.p, work.q, False)
+    with RunContext("gpu").timed() as ctx:
+        assert "auto_choice" not in SUITE.run(work, "strip", ctx)
+
+
 @pytest.mark.parametrize("batch, m, n", [(1, 1, 1), (3, 1, 70), (2, 33, 65), (5, 64, 64), (2, 4096, 1000)])
 @pytest.mark.parametrize("precision", ["f32", "f64"])
 @pytest.mark.parametrize("space", ["lin", "log"])

@@ -2,6 +2,7 @@
 profile, and the claims give the expected verdicts on small synthetic result frames,
 compute on the committed H200 results, and say "not measured here" (None) on none."""
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -121,6 +122,23 @@ def test_auto_is_judged_against_the_fastest_variant_at_every_point(tmp_path):
     measured = CLAIM["auto-fastest"].ours(Frame(_with_auto(_frame(), 1.0, 1.3), tmp_path))
     assert not CLAIM["auto-fastest"].holds(measured.value) and measured.value == pytest.approx(1.3)
     assert "beyond 1.05x at 4:" in measured.text and "m = 1024, n = 1024" in measured.text  # 2 precisions, 2 batches
+
+
+def test_auto_fastest_says_which_method_auto_ran(tmp_path):
+    """The method auto chose at each point (its auto_choice column), counted; results from before
+    the column say nothing of it."""
+    df = _with_auto(_frame(), 1.0, 1.0)
+    gpu = df[(df["device"] == "gpu") & (df["variant"] != "auto")]
+    keys = ["space", "precision", "batch", "m", "n"]
+    fastest = gpu.loc[gpu.groupby(keys)["call_s"].idxmin()].set_index(keys)["variant"]
+    auto = df["variant"] == "auto"
+    df.loc[auto, "auto_choice"] = [fastest[tuple(row)] for row in df.loc[auto, keys].itertuples(index=False)]
+    df.loc[auto.idxmax(), "auto_choice"] = "skewdiag-det"  # one point where auto ran another
+    text = CLAIM["auto-fastest"].ours(Frame(df, tmp_path)).text
+    ran = dict(re.findall(r"([a-z-]+) at (\d+)", text.split("; auto ran ")[1].split(" of ")[0]))
+    assert sum(map(int, ran.values())) == len(fastest) and ran["skewdiag-det"] == "1"
+    assert text.endswith(f"of the {len(fastest)} points where its choice was recorded")
+    assert "auto ran" not in CLAIM["auto-fastest"].ours(Frame(_with_auto(_frame(), 1.0, 1.0), tmp_path)).text
 
 
 def test_auto_is_judged_in_the_newest_run_that_measured_it(tmp_path):

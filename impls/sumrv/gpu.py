@@ -503,15 +503,13 @@ def _auto_plan(name: str, p, q, log: bool):
     """auto's call of the candidate `name` for arrays of p's and q's auto_key, a function of
     (p, q): its kernels' launches worked out once, so that a call costs its allocation and
     launches, not the checks and choices that the variant, taking any arrays, makes on every
-    call (strip's of strides, space and shape; naive's grid and strides; fftconv's transform
-    length and kernels). The variant itself where its path has none (strip's shift per pair in log
-    space, rows with a stride)."""
+    call (strip's of strides, space and shape; naive's grid and strides). The variant itself where
+    its path has none (strip's shift per pair in log space, rows with a stride) or where the variant
+    works it out once already (fftconv's transforms and kernels, kept by shape)."""
     import cupy
 
     (batch, m), n = p.shape, q.shape[1]
     dtype, shape = p.dtype, (batch, m + n - 1)
-    if name == "fftconv" and not log:  # its cuFFT plans looked up at each call: no more than FFT_PLANS shapes'
-        return lambda p, q: _fft_convolution(p.data.device_id, batch, m, n, dtype)(p, q)
     if name == "naive":
         launch, grid = kernel(f"sumrv_naive_{_suffix(p, log)}"), (_grid(batch * shape[1], BLOCK),)
         p_strides, q_strides, r_strides = _layout(p)[1:], _layout(q)[1:], (np.int64(shape[1]), np.int64(1))

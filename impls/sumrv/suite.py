@@ -12,7 +12,7 @@ import numpy as np
 
 from bench.ceilings import Work
 from bench.specs import parse_choices, parse_ints
-from bench.suite import ERROR_RESOLUTION, ERROR_TOLERANCE, Axis, Defaults, Metric, Suite, Variant
+from bench.suite import ERROR_RESOLUTION, ERROR_TOLERANCE, Axis, Defaults, Label, Metric, Suite, Variant
 from impls.sumrv import cpu, gpu
 from impls.sumrv.recipes import CLAIMS, RECIPES
 
@@ -219,6 +219,8 @@ class SumrvSuite(Suite):
                help="largest relative error of an output probability against the float64 "
                "reference (first pairs of the batch)"),
     )
+    labels = (Label("auto_choice", help="auto (GPU): the candidate it chose and ran at this shape, precision and "
+                    "space (strip, naive, skewdiag-det or fftconv), timed at its first call in the process"),)
     sources = ("impls/sumrv",)
     paper = ("Fast Enumeration of Sums of Discrete Random Variables: A CUDA kernel, Lawrence Murray, blog post, "
              "February 2023")
@@ -291,7 +293,10 @@ class SumrvSuite(Suite):
             checked = work.reference.shape[0]
             got = r[:checked].get() if ctx.device == "gpu" else r[:checked]
             error = float(relative_errors(got, work.reference, work.log).max())
-        return {"max_rel_error": error, "calls": work.calls}
+        values = {"max_rel_error": error, "calls": work.calls}
+        if variant == "auto":  # what a caller would run at this shape: the method auto timed fastest
+            values["auto_choice"] = gpu.auto_choice(work.p, work.q, work.log)
+        return values
 
     def derived(self, work: Workload, row: dict) -> dict:
         batch, m, n = work.shape
