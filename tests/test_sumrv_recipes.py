@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import harness
+from bench import harness, results
 from bench.recipes import PROFILES, backend_of
 from bench.report import Results
+from impls.sumrv import figures
 from impls.sumrv.recipes import CLAIMS, RECIPES
 from impls.sumrv.suite import SUITE
 
@@ -139,6 +140,18 @@ def test_auto_fastest_says_which_method_auto_ran(tmp_path):
     assert sum(map(int, ran.values())) == len(fastest) and ran["skewdiag-det"] == "1"
     assert text.endswith(f"of the {len(fastest)} points where its choice was recorded")
     assert "auto ran" not in CLAIM["auto-fastest"].ours(Frame(_with_auto(_frame(), 1.0, 1.0), tmp_path)).text
+
+    # The same points as a table beside the figures: what to call at each shape.
+    meta = {"schema": results.schema_for(SUITE), "runs": {}}
+
+    def as_results(frame):  # what the caption reads of a results frame
+        return frame.assign(backend="gpu", group=frame.groupby(keys).ngroup(), timestamp="2026-11-01T00:00:00+00:00",
+                            code_version="c0de")
+    [table] = figures.auto_choice_table(as_results(df), meta, tmp_path)
+    points = figures.auto_points(df)
+    assert len(points) == len(fastest) and (points["auto over rival"] == 1.0).all()
+    assert points["auto ran"].value_counts()["skewdiag-det"] == 1 and "| skewdiag-det " in table.read_text()
+    assert figures.auto_choice_table(as_results(_with_auto(_frame(), 1.0, 1.0)), meta, tmp_path) == []
 
 
 def test_auto_is_judged_in_the_newest_run_that_measured_it(tmp_path):

@@ -1,6 +1,6 @@
 """The sumrv figures: time against n at m = n (every variant), the speed-up of ours
-(strip) over every other variant, and ours' fraction of the peak over (m, n); and the
-summary table of the README."""
+(strip) over every other variant, and ours' fraction of the peak over (m, n); the method
+auto ran at each shape (a table); and the summary table of the README."""
 
 from pathlib import Path
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, per_setting, plain_log_labels, save, setting_stem
+from bench.figures import caption, per_setting, plain_log_labels, save, save_text, setting_stem
 from bench.results import key_columns
 
 OURS = "strip"
@@ -93,7 +93,74 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
         written += save(fig, outdir, setting_stem("sumrv-peak-fraction", setting),
                         caption(meta, subset) + "\nCells: median over repeats of achieved over the FMA peak of "
                         "the precision, measured by a peak kernel in the same process.")
-    return written
+    return written + auto_choice_table(df, meta, outdir)
+
+
+def auto_choice_table(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
+    """sumrv-auto-choice.md: auto_points as a table, where auto's choice was recorded."""
+    points = auto_points(df)
+    if not points["auto ran"].notna().any():
+        return []
+    return [save_text(outdir, "sumrv-auto-choice.md", "What auto ran, by shape; "
+                      + caption(meta, df[df["variant"] == "auto"]).replace("\n", "; ") + "\n\n"
+                      + points.drop(columns="absent").fillna("").to_markdown(index=False, floatfmt=".4g")
+                      + "\n\nAt each point the newest run that measured every variant measured there: median calls "
+                      "over its repeats; auto over its fastest rival, the median over repeats of the ratio within a "
+                      "repeat (the auto-fastest claim). Rivals: every other GPU variant; in log space only those "
+                      "whose error is componentwise. auto's plans launch with less host work than the variants, so "
+                      "where a call is its host's time auto may run a method that, as a variant, is not the "
+                      "fastest.")]
+
+
+AUTO_KEYS = ["space", "precision", "batch", "m", "n"]
+
+
+def auto_points(df: pd.DataFrame) -> pd.DataFrame:
+    """At every point where auto ran on the GPU, from the newest run that measured there every
+    variant measured there at all (else the newest with auto; `absent` names the others): the
+    method auto ran (where recorded), auto's median call, its fastest rival (the fastest in most
+    repeats) and its median call, and auto over the fastest rival: per repeat where auto and every
+    rival ran, auto over that repeat's fastest rival, the median of those ratios (a host that
+    slows for a while slows a repeat's variants together). The rivals: every other GPU variant in
+    linear space; in log space those whose error is componentwise (an FFT through a shift by each
+    vector's maximum loses the small outputs): faster ones there are named apart (faster
+    non-rivals)."""
+    from impls.sumrv.suite import componentwise  # the suite imports this module through its recipes
+
+    columns = [*AUTO_KEYS, "auto ran", "auto us", "fastest rival", "its us", "auto over rival",
+               "faster non-rivals", "absent"]
+    if df.empty or "auto" not in set(df["variant"]):
+        return pd.DataFrame(columns=columns)
+    gpu = df[df["device"] == "gpu"]
+    rows = []
+    for key, at in gpu.groupby(AUTO_KEYS):
+        table = at.pivot_table(index=["run_id", "repeat"], columns="variant", values="call_s")
+        if "auto" not in table:
+            continue
+        by_run = {run_id: run.dropna(axis=1, how="all")
+                  for run_id, run in table.dropna(subset=["auto"]).groupby(level="run_id")}
+        every = set().union(*map(set, by_run.values()))
+        complete = [run_id for run_id, run in by_run.items() if set(run) == every]  # by run_id: the newest last
+        run_id = complete[-1] if complete else max(by_run)
+        times = by_run[run_id]
+        log = key[0] == "log"
+        others = [v for v in times if v != "auto"]
+        rivals = [v for v in others if not log or componentwise(v, log)]
+        faster = {v: ratio for v in others if v not in rivals
+                  if (ratio := float((times["auto"] / times[v]).median())) > 1}
+        chose = at.loc[(at["variant"] == "auto") & (at["run_id"] == run_id), "auto_choice"].dropna() \
+            if "auto_choice" in at else pd.Series(dtype=object)  # results before it was recorded lack it
+        row = {**dict(zip(AUTO_KEYS, key)), "auto ran": chose.mode().iloc[0] if len(chose) else None,
+               "auto us": times["auto"].median() * 1e6,
+               "faster non-rivals": ", ".join(f"{v} {r:.2f}x" for v, r in faster.items()) or None,
+               "absent": None if complete else ", ".join(sorted(every - set(times)))}
+        paired = times.dropna(subset=["auto", *rivals])  # a resumed run may lack a rival at a repeat
+        if rivals and not paired.empty:
+            fastest = paired[rivals].idxmin(axis=1).mode().iloc[0]
+            row.update({"fastest rival": fastest, "its us": times[fastest].median() * 1e6,
+                        "auto over rival": float((paired["auto"] / paired[rivals].min(axis=1)).median())})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def summary(df: pd.DataFrame, sizes=(32, 256, 1024, 4096)) -> pd.DataFrame:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
-from impls.sumrv.figures import OURS, summary
+from impls.sumrv.figures import AUTO_KEYS, OURS, auto_points, summary
 
 SUITE = "sumrv"
 PROFILES = ("cpu", "quick", "paper")
@@ -51,11 +51,12 @@ TIME_VS_N = Recipe(
                        {"paper": {"space": "lin,log", "repeats": 3, "warmup": 1},
                         "quick": {"space": "lin,log", **_QUICK}}, batch="4096")),
     figures=("sumrv-time-vs-n-batch-1-", "sumrv-time-vs-n-batch-16-", "sumrv-time-vs-n-batch-4096-",
-             "sumrv-speedup-batch-1-", "sumrv-speedup-batch-4096-"),
+             "sumrv-speedup-batch-1-", "sumrv-speedup-batch-4096-", "sumrv-auto-choice"),
     note="Lines: the median time of a call (a GPU run makes 1 to 100 calls back to back, as a caller in a loop "
          "does); the speed-up figures divide each variant's time by strip's measured in the same repeat. numpy "
          "runs on the CPU in every profile; the CPU profile has numpy and the skew-diagonal kernels' numba twins "
-         "only.")
+         "only. sumrv-auto-choice lists, at every point where auto ran (this recipe's and the others'), the method "
+         "it ran and its time against its fastest rival's: what to call at a shape.")
 
 MN_GRID = Recipe(
     "mn-grid", "ours: strip against cuFFT over the m x n grid, and its fraction of the FMA peak",
@@ -155,55 +156,20 @@ AUTO_SLACK = 1.05  # the most auto may lag the fastest variant by (issue: never 
 
 
 def _auto_fastest(results) -> Measured | None:
-    """auto's time per call over its fastest rival's, at every point where auto ran, from the
-    newest run that measured there every variant measured there at all (else the newest with
-    auto, its absent rivals named): per repeat (where auto and every rival ran), auto over
-    that repeat's fastest rival, and the median of those ratios (a host that slows for a
-    while slows a repeat's variants together; runs of one code may differ by more than the
-    slack). The rivals: every other GPU variant in linear space; in log space those whose
-    error is componentwise (the peers' FFT through a shift by each vector's maximum loses the
-    small outputs, the fft-accuracy claim): faster FFTs there are named apart. The worst
-    ratio, and the points beyond AUTO_SLACK."""
-    from impls.sumrv.suite import componentwise  # the suite imports this module
-
-    df = _gpu(results.frame(SUITE))
-    if df.empty or "auto" not in set(df["variant"]):
+    """auto's time per call over its fastest rival's at every point where auto ran
+    (figures.auto_points: per repeat, auto over that repeat's fastest rival, the median of
+    those ratios): the worst ratio, and the points beyond AUTO_SLACK."""
+    points = auto_points(_gpu(results.frame(SUITE)))
+    if points.empty:
         return None
-    keys = ["space", "precision", "batch", "m", "n"]
-    ratios, winners, choices, absent, peers, unpaired = {}, {}, {}, {}, {}, []
-    for key, rows in df.groupby(keys):
-        table = rows.pivot_table(index=["run_id", "repeat"], columns="variant", values="call_s")
-        if "auto" not in table:
-            continue
-        by_run = {run_id: run.dropna(axis=1, how="all")
-                  for run_id, run in table.dropna(subset=["auto"]).groupby(level="run_id")}
-        every = set().union(*map(set, by_run.values()))
-        complete = [run_id for run_id, run in by_run.items() if set(run) == every]  # by run_id: the newest last
-        run_id = complete[-1] if complete else max(by_run)
-        times = by_run[run_id]
-        if "auto_choice" in rows:  # results before it was recorded lack it
-            chose = rows.loc[(rows["variant"] == "auto") & (rows["run_id"] == run_id), "auto_choice"].dropna()
-            if len(chose):
-                choices[key] = chose.mode().iloc[0]
-        if not complete:
-            absent[key] = sorted(every - set(times))
-        log = key[0] == "log"
-        others = [v for v in times if v != "auto"]
-        rivals = [v for v in others if not log or componentwise(v, log)]
-        # auto over each variant that is no rival, per repeat where both ran: the faster ones named
-        faster = {v: ratio for v in others if v not in rivals
-                  if (ratio := float((times["auto"] / times[v]).median())) > 1}
-        if faster:
-            peers[key] = faster
-        paired = times.dropna(subset=["auto", *rivals])  # a resumed run may lack a rival at a repeat
-        if not rivals or paired.empty:
-            unpaired.append(key)
-            continue
-        ratios[key] = float((paired["auto"] / paired[rivals].min(axis=1)).median())
-        winners[key] = paired[rivals].idxmin(axis=1).mode().iloc[0]  # the rival fastest in most repeats
-    ratio = pd.Series(ratios, dtype=float)
+    points = points.set_index(AUTO_KEYS)
+    ratio = points["auto over rival"].dropna()
     if ratio.empty:
         return None
+    winners, choices = points["fastest rival"], points["auto ran"].dropna()
+    peers = points["faster non-rivals"].dropna()
+    unpaired = points.index[points["auto over rival"].isna()]
+    absent = points["absent"].dropna()
 
     def point(key) -> str:
         space, precision, batch, m, n = key
@@ -219,21 +185,20 @@ def _auto_fastest(results) -> Measured | None:
     if len(behind):
         text += (f"; beyond {AUTO_SLACK}x at {len(behind)}: "
                  + "; ".join(f"{point(key)}: {ratio[key]:.2f}x {against(key)}" for key in behind.index))
-    if choices:
+    if len(choices):
         # Not held against the fastest variant: auto's plans launch with less host work than the
         # variants, so where a call is its host's time the plans may rank otherwise.
-        ran = pd.Series(choices).value_counts()
+        ran = choices.value_counts()
         text += ("; auto ran " + ", ".join(f"{name} at {count}" for name, count in ran.items())
                  + f" of the {len(choices)} points where its choice was recorded")
-    if peers:
+    if len(peers):
         text += "; in log space, variants faster than auto (not rivals: their error is normwise): " + "; ".join(
-            f"{point(key)}: " + ", ".join(f"{v} {r:.2f}x" for v, r in by_peer.items())
-            for key, by_peer in peers.items())
-    if unpaired:
+            f"{point(key)}: {by_peer}" for key, by_peer in peers.items())
+    if len(unpaired):
         text += "; auto measured in no repeat beside a rival at " + "; ".join(map(point, unpaired))
-    if absent:
+    if len(absent):
         text += ("; no run measured auto beside every variant at " + "; ".join(
-            f"{point(key)} (absent: {', '.join(variants)})" for key, variants in absent.items()))
+            f"{point(key)} (absent: {variants})" for key, variants in absent.items()))
     return Measured(float(ratio[worst]), text)
 
 
