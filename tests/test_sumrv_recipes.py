@@ -130,7 +130,7 @@ def test_auto_fastest_says_which_method_auto_ran(tmp_path):
     the column say nothing of it."""
     df = _with_auto(_frame(), 1.0, 1.0)
     gpu = df[(df["device"] == "gpu") & (df["variant"] != "auto")]
-    keys = ["space", "precision", "batch", "m", "n"]
+    keys = figures.AUTO_KEYS
     fastest = gpu.loc[gpu.groupby(keys)["call_s"].idxmin()].set_index(keys)["variant"]
     auto = df["variant"] == "auto"
     df.loc[auto, "auto_choice"] = [fastest[tuple(row)] for row in df.loc[auto, keys].itertuples(index=False)]

@@ -159,10 +159,7 @@ def _auto_fastest(results) -> Measured | None:
     """auto's time per call over its fastest rival's at every point where auto ran
     (figures.auto_points: per repeat, auto over that repeat's fastest rival, the median of
     those ratios): the worst ratio, and the points beyond AUTO_SLACK."""
-    points = auto_points(results.frame(SUITE))
-    if points.empty:
-        return None
-    points = points.set_index(AUTO_KEYS)
+    points = auto_points(results.frame(SUITE)).set_index(AUTO_KEYS)
     ratio = points["auto over rival"].dropna()
     if ratio.empty:
         return None

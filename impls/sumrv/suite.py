@@ -316,9 +316,7 @@ class SumrvSuite(Suite):
         space, the per-output path an exp-and-add a term, slower still); the FFT and the
         libraries' methods (FFT, Winograd) do fewer, and are bound by bytes and launches."""
         batch, m, n = work.shape
-        method = row["variant"]
-        if method == "auto":  # the work of the method it chose
-            method = gpu.auto_choice(work.p, work.q, work.log)
+        method = row.get("auto_choice") or row["variant"]  # auto: the work of the method it ran
         return Work(footprint_bytes=batch * (2 * (m + n) - 1) * work.host_p.itemsize,
                     fma=batch * m * n if method in KERNELS else 0.0, precision=row["precision"],
                     calls=work.calls)
