@@ -307,21 +307,31 @@ def whole_pair_values(m: int, n: int, config: tuple[int, ...], itemsize: int) ->
     return p_values + q_values + q_values // per_slot * per16 + per16
 
 
-def _strip_log_by_shift(p, q, r):
+def _strip_log_by_shift(p, q, r, planned: tuple | None = None):
     """r = log-sum-exp convolution of the pairs whose spreads allow a shift per pair; returns
-    their mask (uint8 per pair, 1: done)."""
+    their mask (uint8 per pair, 1: done). planned: _planned_shift(p, q), where a plan keeps it
+    for packed rows; else worked out here."""
     import cupy
 
+    if planned is None:
+        p, q = cupy.ascontiguousarray(p), cupy.ascontiguousarray(q)  # shift_exp reads packed rows
+        planned = _planned_shift(p, q)
+    ((shift_exp, exp_grid), (shift_log, log_grid), sizes, limit), linear = planned
     (batch, m), n = p.shape, q.shape[1]
-    (shift_exp, exp_grid), (shift_log, log_grid), sizes, limit = _shift_launches(batch, m, n, p.dtype)
     p_shifted, q_shifted = cupy.empty((batch, m), p.dtype), cupy.empty((batch, n), q.dtype)  # packed rows
     stats = cupy.empty(4 * batch, dtype=p.dtype)  # shifts of p and q, spreads of p and q
     done = cupy.empty(batch, dtype=np.uint8)
-    p, q = cupy.ascontiguousarray(p), cupy.ascontiguousarray(q)  # shift_exp reads packed rows
     shift_exp(exp_grid, (BLOCK,), (p, q, p_shifted, q_shifted, stats, *sizes))
-    _launch_strip(_planned_strip(p_shifted, q_shifted, False), r, p_shifted, q_shifted, _NULL)
+    _launch_strip(linear, r, p_shifted, q_shifted, _NULL)
     shift_log(log_grid, (BLOCK,), (r, stats, done, limit, *sizes))
     return done
+
+
+def _planned_shift(p, q) -> tuple:
+    """The shift path's launches for packed rows p and q: its two kernels', and the strip
+    kernel's of the shifted rows (packed too, in fresh buffers: aligned)."""
+    (batch, m), n = p.shape, q.shape[1]
+    return _shift_launches(batch, m, n, p.dtype), _planned_strip(p, q, False, pointers=False)
 
 
 @cache
@@ -504,8 +514,8 @@ def _auto_plan(name: str, p, q, log: bool):
     (p, q): its kernels' launches worked out once, so that a call costs its allocation and
     launches, not the checks and choices that the variant, taking any arrays, makes on every
     call (strip's of strides, space and shape; naive's grid and strides). The variant itself where
-    its path has none (strip's shift per pair in log space, rows with a stride) or where the variant
-    works it out once already (fftconv's transforms and kernels, kept by shape)."""
+    its path has none (rows with a stride; in log space's shift per pair, rows not packed) or where
+    the variant works it out once already (fftconv's transforms and kernels, kept by shape)."""
     import cupy
 
     (batch, m), n = p.shape, q.shape[1]
@@ -531,15 +541,18 @@ def _auto_plan(name: str, p, q, log: bool):
             _launch_systolic(planned, r, *((q, p) if swap else (p, q)))
             return r
         return systolic_call
-    if path == "strip":
+    packed = p.strides[0] == m * p.itemsize and q.strides[0] == n * q.itemsize
+    if path == "strip" or path == "shift" and packed:
         aligned = (p.strides[0] | q.strides[0]) % 16 == 0  # and the pointers, checked at each call
         planned = _planned_strip(p, q, log, pointers=False)
+        shift = _planned_shift(p, q) if path == "shift" else None
 
         def strip_call(p, q):
             if aligned and (p.data.ptr | q.data.ptr) % 16:  # planned for rows starting 16-byte aligned
                 return strip(p, q, log)
             r = cupy.empty(shape, dtype)
-            _launch_strip(planned, r, p, q, _NULL)
+            done = _strip_log_by_shift(p, q, r, shift) if shift else _NULL
+            _launch_strip(planned, r, p, q, done)
             return r
         return strip_call
     return partial(VARIANTS[name], log=log)
