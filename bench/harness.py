@@ -423,6 +423,28 @@ def progress_bar() -> Progress:
                     TextColumn("ETA"), TimeRemainingColumn(), console=console, disable=not console.is_terminal)
 
 
+def _add_new_axes(path: Path, suite, required: list[str]) -> None:
+    """A results file of the suite written before it gained an axis: each of its rows takes
+    the axis's default, the behaviour it measured (a new axis defaults to what came before
+    it: docs/writing-a-suite.md). Only where every column it lacks is such an axis, with one
+    default value; else check_header refuses the file."""
+    header = results.read_header(path)
+    if header is None:
+        return
+    axes = {axis.name: axis for axis in suite.axes}
+    defaults = {}
+    for name in (c for c in required if c not in header):
+        axis = axes.get(name)
+        values = axis.parse(axis.default) if axis is not None and not callable(axis.default) else []
+        if len(values) != 1:
+            return
+        defaults[name] = results.as_text(values[0])
+    if defaults:
+        results.add_columns(path, defaults)
+        console.print(f"{path}: its rows predate the axes {', '.join(defaults)}; they take the defaults "
+                      + ", ".join(f"{name} = {value}" for name, value in defaults.items()))
+
+
 def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progress=None, before_point=None,
           label: str = "") -> int:
     """Measure every point not yet measured with this code and settings; return an exit status.
@@ -437,7 +459,9 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     sidecar = settings.out_dir / f"{suite.name}.json"
     columns, series_cols = results.row_columns(schema), results.series_columns(schema)
     for path in (csv_path, series_path):
-        results.check_header(path, [*results.key_columns(schema), "code_version", "run_id"])
+        required = [*results.key_columns(schema), "code_version", "run_id"]
+        _add_new_axes(path, suite, required)
+        results.check_header(path, required)
     if not suite.sources:
         raise RuntimeError(f"suite {suite.name} declares no sources: its code version would miss its own code")
     code = envinfo.code_version(suite.sources)

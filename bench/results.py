@@ -156,12 +156,7 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
     csv_path = Path(csv_path)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     columns = columns or list(dict.fromkeys(c for row in rows for c in row))
-    while True:
-        fd = os.open(csv_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # header check and write form one step
-        if os.path.exists(csv_path) and os.fstat(fd).st_ino == os.stat(csv_path).st_ino:
-            break
-        os.close(fd)  # widened (replaced) while this writer waited: take the new file
+    fd = _open_locked(csv_path)  # header check and write form one step
     try:
         _cut_torn_tail(fd, csv_path)
         header = _read_header(fd)
@@ -178,14 +173,42 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
         os.close(fd)  # also releases the lock
 
 
-def _widen(fd: int, csv_path: Path, header: list[str], columns: list[str]) -> tuple[list[str], int]:
-    """The file (locked through fd) rewritten with the columns it lacks appended, empty in
-    every old row, and renamed over itself: its new header, and a descriptor of it, locked
-    (fd is closed). The old file is whole until the rename, so an interruption loses nothing."""
-    wider = header + [c for c in columns if c not in header]
+def add_columns(csv_path: Path, values: dict[str, str]) -> None:
+    """Give an existing results file the columns it lacks of `values`, with those values in
+    every row it has (a suite's new axis: what its rows measured before the axis existed)."""
+    fd = _open_locked(Path(csv_path))
+    try:
+        _cut_torn_tail(fd, csv_path)
+        header = _read_header(fd)
+        if header is not None and set(values) - set(header):
+            _, fd = _widen(fd, Path(csv_path), header, list(values), values)
+    finally:
+        os.close(fd)
+
+
+def _open_locked(csv_path: Path) -> int:
+    """A descriptor of the file (created if missing), for appends, under an exclusive flock."""
+    while True:
+        fd = os.open(csv_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.path.exists(csv_path) and os.fstat(fd).st_ino == os.stat(csv_path).st_ino:
+            return fd
+        os.close(fd)  # widened (replaced) while this writer waited: take the new file
+
+
+def _widen(fd: int, csv_path: Path, header: list[str], columns: list[str],
+           values: dict[str, str] | None = None) -> tuple[list[str], int]:
+    """The file (locked through fd) rewritten with the columns it lacks appended, in every
+    old row their entry of `values` or empty, and renamed over itself: its new header, and
+    a descriptor of it, locked (fd is closed). The old file is whole until the rename, so an
+    interruption loses nothing."""
+    added = [c for c in columns if c not in header]
     old = pd.read_csv(io.BytesIO(os.pread(fd, os.fstat(fd).st_size, 0)), dtype=str, keep_default_na=False)
+    old = old.reindex(columns=header + added, fill_value="")
+    for column in added:
+        old[column] = (values or {}).get(column, "")
     tmp = csv_path.with_name(f".{csv_path.name}.{os.getpid()}.widen")
-    old.reindex(columns=wider, fill_value="").to_csv(tmp, index=False, lineterminator="\n")
+    old.to_csv(tmp, index=False, lineterminator="\n")
     # Locked before it takes the name: a writer that opens the name after the rename waits
     # here, so none can widen the new file again (and unlink it) before this writer appends.
     new_fd = os.open(tmp, os.O_RDWR | os.O_APPEND)
@@ -193,7 +216,7 @@ def _widen(fd: int, csv_path: Path, header: list[str], columns: list[str]) -> tu
     os.fsync(new_fd)
     os.replace(tmp, csv_path)
     os.close(fd)  # writers waiting on the old file wake, see it replaced, and open this one
-    return wider, new_fd
+    return header + added, new_fd
 
 
 # Hex digests and ids: text even where one reads as a number ("2814554e3348" is 2.8e3354).

@@ -298,6 +298,23 @@ def _concurrent_sweep(out_dir):
     harness.sweep(plan, harness.Settings(repeats=1, warmup=0, out_dir=out_dir, fresh=True))
 
 
+def test_a_file_from_before_an_axis_takes_its_default_and_other_files_are_refused(tmp_path):
+    assert harness.sweep(harness.plan(FAKE, {"n": "64"}, "cpu"), settings(tmp_path, repeats=1)) == 0
+    for name in ("fake.csv", "fake-series.csv"):  # as written before the suite had its `block` axis
+        pd.read_csv(tmp_path / name).drop(columns="block").to_csv(tmp_path / name, index=False)
+    before = len(pd.read_csv(tmp_path / "fake.csv"))
+    assert harness.sweep(harness.plan(FAKE, {"n": "128", "block": "16"}, "cpu"), settings(tmp_path, repeats=1)) == 0
+    df, series = pd.read_csv(tmp_path / "fake.csv"), pd.read_csv(tmp_path / "fake-series.csv")
+    assert df["block"].tolist() == [8] * before + [16] * (len(df) - before)  # block's default, 8, in the old rows
+    assert set(series.loc[series["n"] == 64, "block"]) == {8} and set(series.loc[series["n"] == 128, "block"]) == {16}
+    # An axis whose default is several values says nothing of an old row; nor is a file without
+    # its run ids one of these points.
+    for column in ("method", "run_id"):
+        df.drop(columns=column).to_csv(tmp_path / "fake.csv", index=False)
+        with pytest.raises(BenchError, match=f"not a results file of these points \\(no column {column}\\)"):
+            harness.sweep(harness.plan(FAKE, {"n": "64"}, "cpu"), settings(tmp_path, repeats=1))
+
+
 def test_concurrent_sweeps_keep_every_run_record(tmp_path):
     with multiprocessing.get_context("fork").Pool(4) as pool:
         pool.map(_concurrent_sweep, [tmp_path] * 16)
