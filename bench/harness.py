@@ -176,7 +176,8 @@ def _declared(suite: Suite, values: dict, per: str) -> dict:
     declared = {m.name for m in suite.metrics if m.per == per} | {label.name for label in suite.labels if per == "run"}
     unknown = set(values) - declared
     if unknown:
-        raise RuntimeError(f"suite {suite.name} returned undeclared {per} metrics {sorted(unknown)}")
+        kinds = "metrics or labels" if per == "run" else "metrics"
+        raise RuntimeError(f"suite {suite.name} returned undeclared {per} {kinds} {sorted(unknown)}")
     return values
 
 
