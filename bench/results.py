@@ -176,12 +176,13 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
 def add_columns(csv_path: Path, values: dict[str, str]) -> None:
     """Give an existing results file the columns it lacks of `values`, with those values in
     every row it has (a suite's new axis: what its rows measured before the axis existed)."""
-    fd = _open_locked(Path(csv_path))
+    csv_path = Path(csv_path)
+    fd = _open_locked(csv_path)
     try:
         _cut_torn_tail(fd, csv_path)
         header = _read_header(fd)
         if header is not None and set(values) - set(header):
-            _, fd = _widen(fd, Path(csv_path), header, list(values), values)
+            _, fd = _widen(fd, csv_path, header, list(values), values)
     finally:
         os.close(fd)
 
