@@ -4,7 +4,11 @@ is imported on first use: importing this module needs no GPU)."""
 from functools import cache
 from importlib.resources.abc import Traversable
 
+import numpy as np
+
 from bench.errors import BenchError
+
+NULL = np.uintp(0)  # a null pointer argument of a kernel: CuPy passes None as 0xffffffff (cupy issue 9046)
 
 
 def gpu_available() -> bool:

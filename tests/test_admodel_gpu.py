@@ -3,11 +3,14 @@ of `bench verify` for both layouts, precisions, L1 policies and block sizes, on 
 of observations that is no multiple of the block; the fused kernel's f equal to the
 objective kernel's; the fit on the GPU at scipy's optimum; memory errors before allocating."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from bench.errors import BenchError
-from impls.admodel import fit_suite, gpu
+from impls.admodel import cpu, fit_suite, gpu
+from impls.admodel.data import MATERIAL, PLACEMENT
 from impls.admodel.suite import OP_VARIANTS, SUITE, check_memory
 
 pytestmark = pytest.mark.gpu
@@ -51,6 +54,35 @@ def test_skewed_path_agrees_across_many_tiles_a_block(monkeypatch, layout, preci
     case = _case("real-like", layout, precision, "gradient")
     ok, detail = SUITE.agrees(case, SUITE.output(case, "grad-warp", "gpu"), 0.001)
     assert ok, f"grad-warp: {detail}"
+
+
+@pytest.mark.parametrize("precision", ["f64", "f32"])
+def test_pairs_of_few_materials_agree(precision):
+    """Bucketed observations go by their (material, placement) pairs: sim folded onto 3
+    materials and 100 placements (300 pairs of about 34 observations), so that a material's
+    warp in pair_rows loops over more pairs than it has lanes and a placement gathers the pairs
+    of every material. The pairs are each observation's, grouped as they say, and fused-bucketed
+    agrees with the reference."""
+    case = _case("sim", "shuffled", precision, "both")
+    covariates = case["data"].covariates.copy()
+    covariates[MATERIAL] %= 3
+    covariates[PLACEMENT] %= 100
+    data = replace(case["data"], covariates=covariates)
+    case = {**case, "data": data, "reference": cpu.plain(data, case["theta"]),
+            "bound": cpu.magnitudes(data, case["theta"])}
+    bucketed = gpu.bucket(gpu.upload(data))
+    pairs = bucketed.pairs
+    of, material, placement = pairs.of.get(), pairs.material.get(), pairs.placement.get()
+    assert pairs.count == 300 and (np.diff(of) >= 0).all()
+    np.testing.assert_array_equal(material[of], bucketed.covariates[MATERIAL].get())
+    np.testing.assert_array_equal(placement[of], bucketed.covariates[PLACEMENT].get())
+    for (ptr, key), keys in ((pairs.material_groups, material),
+                             (pairs.placement_groups, placement[pairs.by_placement.get()])):
+        ptr, key = ptr.get(), key.get()
+        np.testing.assert_array_equal(np.repeat(key, np.diff(ptr)), keys)
+        assert ptr[-1] == pairs.count and (np.diff(key) > 0).all()
+    ok, detail = SUITE.agrees(case, SUITE.output(case, "fused-bucketed", "gpu"), 0.001)
+    assert ok, detail
 
 
 def test_fused_objective_equals_the_objective_kernel_and_grad_warp_its_gradient():

@@ -13,18 +13,35 @@ import numpy as np
 
 from impls.admodel.cpu import prior_constant
 from impls.admodel.data import BYTES_PER_OBSERVATION, MATERIAL, PLACEMENT, PSI, Data
-from bench.backend import allow_shared_memory, multiprocessors, raw_kernel
+from bench.backend import NULL, allow_shared_memory, multiprocessors, raw_kernel
 
 KERNEL_SOURCE = files("impls.admodel") / "kernels" / "admodel.cu"  # package data (pyproject.toml)
 FACTORS = 10  # N: the kernels are compiled for it
 PRECISION = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 GRADIENTS = {"grad-atomic": "grad_atomic", "grad-block": "grad_block", "grad-warp": "grad_warp"}
 THREADS_PER_SM = 2048
-WARP_KERNELS = ("grad_warp", "fused")  # with a skewed path
+WARP_KERNELS = ("grad_warp", "fused", "fused_pairs")  # with a skewed path
 # Data whose most popular level is in more than this share of the warps take the skewed
 # path (kernels/NOTES.md: on an H200 it made real-like's calls faster, its popular levels
 # in every warp, and sim's slower, no level in 1% of the warps).
 SKEWED_FROM = 0.1
+
+
+@dataclass
+class Pairs:
+    """The (material, placement) pairs of bucketed observations, for fused_pairs and pair_rows
+    (kernels/admodel.cu): each observation's pair, each pair's material and placement, and the
+    pairs grouped by material (in their order) and by placement (through `by_placement`)."""
+    of: object  # int32 [n], non-decreasing
+    material: object  # int32 [pairs]
+    placement: object
+    material_groups: tuple  # (ptr int32 [groups + 1], key int32 [groups])
+    placement_groups: tuple
+    by_placement: object  # int32 [pairs]: the pairs in placement order
+
+    @property
+    def count(self) -> int:
+        return int(self.material.size)
 
 
 @dataclass
@@ -35,6 +52,7 @@ class DeviceData:
     offsets: tuple[int, ...]  # d, f, m, r, p, MP, PM
     parameters: int
     skewed: bool  # hottest_share above SKEWED_FROM: grad_warp and fused take their skewed path
+    pairs: Pairs | None = None  # bucketed: fused goes by pairs
 
     @property
     def observations(self) -> int:
@@ -66,22 +84,42 @@ def hottest_share(covariates, xp=np) -> float:
 
 
 def bucket(dev: DeviceData) -> DeviceData:
-    """The observations sorted by material, then placement, on the GPU (once per dataset):
-    each warp then sees few distinct materials and placements, whose gradient rows the
-    fused kernel sums by shuffles before one atomic each."""
+    """The observations sorted by material, then placement, on the GPU (once per dataset), and
+    their pairs: a pair's observations are then consecutive, and fused sums their residuals
+    once a warp, not a factor row an observation."""
     import cupy
 
     order = cupy.lexsort(cupy.stack([dev.covariates[PLACEMENT], dev.covariates[MATERIAL]]))
     covariates = cupy.ascontiguousarray(dev.covariates[:, order])
+    material, placement = covariates[MATERIAL], covariates[PLACEMENT]
+    starts = cupy.ones(material.size, bool)
+    starts[1:] = (material[1:] != material[:-1]) | (placement[1:] != placement[:-1])
+    first = cupy.flatnonzero(starts)
+    by_placement = cupy.argsort(placement[first]).astype(cupy.int32)
+    pairs = Pairs((cupy.cumsum(starts, dtype=cupy.int32) - 1), material[first], placement[first],
+                  _groups(material[first]), _groups(placement[first][by_placement]), by_placement)
     return DeviceData(covariates, dev.y[order], dev.w[order], dev.offsets, dev.parameters,
-                      hottest_share(covariates, cupy) > SKEWED_FROM)
+                      hottest_share(covariates, cupy) > SKEWED_FROM, pairs)
+
+
+def _groups(keys) -> tuple:
+    """(ptr, key) of the runs of equal values of sorted `keys`: run g is keys[ptr[g]:ptr[g + 1]]."""
+    import cupy
+
+    starts = cupy.ones(keys.size, bool)
+    starts[1:] = keys[1:] != keys[:-1]
+    first = cupy.flatnonzero(starts)
+    ptr = cupy.concatenate([first, cupy.array([keys.size])]).astype(cupy.int32)
+    return ptr, keys[first]
 
 
 def device_bytes(observations: int, parameters: int, itemsize: int) -> int:
     """What a point holds on the GPU: the observations twice (as given and bucketed), the
-    sort's keys and order, theta, the gradient and the optimiser's history (2 x 10
-    vectors), with 10% to spare."""
-    return int(1.1 * (observations * (2 * BYTES_PER_OBSERVATION + 24) + 24 * parameters * itemsize))
+    sort's keys and order, the pairs (an index an observation; at most a pair an observation,
+    each with its material, placement, groups, order and sum), theta, the gradient and the
+    optimiser's history (2 x 10 vectors), with 10% to spare."""
+    return int(1.1 * (observations * (2 * BYTES_PER_OBSERVATION + 24 + 4 + 24 + itemsize)
+                      + 24 * parameters * itemsize))
 
 
 def _grid(observations: int, block: int) -> int:
@@ -103,7 +141,8 @@ def _shared_bytes(name: str, block: int, itemsize: int, skewed: bool) -> int:
     if not skewed:
         return stages
     cache_slots = 512 if itemsize == 8 else 1024
-    return stages + cache_slots * (4 + itemsize) + 2 * (block // 32) * FACTORS * itemsize
+    runs = 0 if name == "fused_pairs" else 2 * (block // 32) * FACTORS * itemsize
+    return stages + cache_slots * (4 + itemsize) + runs
 
 
 def _launch(name: str, dev: DeviceData, theta, cache_policy: str, block: int, *outputs):
@@ -144,10 +183,26 @@ def gradient(variant: str, dev: DeviceData, theta, cache_policy: str = "ldg", bl
 
 
 def fused(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, psi: float = PSI):
-    """(f, gradient) in one pass over the observations (ours)."""
+    """(f, gradient) in one pass over the observations (ours); bucketed observations by their
+    pairs, then the material's and placement's effects and rows from the pairs."""
+    import cupy
+
     grad = theta / theta.dtype.type(psi)
     partials = _partials(dev, theta, block)
-    _launch("fused", dev, theta, cache_policy, block, grad, partials)
+    if dev.pairs is None:
+        _launch("fused", dev, theta, cache_policy, block, grad, partials)
+    else:
+        pairs, sums = dev.pairs, cupy.zeros(dev.pairs.count, theta.dtype)
+        _launch("fused_pairs", dev, theta, cache_policy, block, grad, partials, pairs.of, sums)
+        o = dev.offsets
+        kernel = raw_kernel(KERNEL_SOURCE, f"admodel_pair_rows_{PRECISION[theta.dtype]}_n{FACTORS}")
+        for (ptr, key), order, other, rows, other_rows, effects in (
+                (pairs.material_groups, NULL, pairs.placement, o[5], o[6], o[2]),
+                (pairs.placement_groups, pairs.by_placement, pairs.material, o[6], o[5], o[4])):
+            groups = int(key.size)
+            kernel((_grid(groups * 32, block),), (block,), (  # a warp a group
+                theta, sums, ptr, key, np.int32(groups), order, other, np.int32(rows), np.int32(other_rows),
+                np.int32(effects), grad))
     return partials.sum(dtype=np.float64) + _prior(theta, psi), grad
 
 
@@ -162,10 +217,10 @@ def _kernel_name(name: str, precision: str, cache_policy: str, skewed: bool) -> 
 
 
 def kernel_names() -> list[str]:
-    kernels = [(name, False) for name in ("objective", *GRADIENTS.values(), "fused")]
+    kernels = [(name, False) for name in ("objective", *GRADIENTS.values(), "fused", "fused_pairs")]
     kernels += [(name, True) for name in WARP_KERNELS]
     return [_kernel_name(name, prec, cache_policy, skewed) for name, skewed in kernels for prec in ("f32", "f64")
-            for cache_policy in ("ldg", "ldcg")]
+            for cache_policy in ("ldg", "ldcg")] + [f"admodel_pair_rows_{prec}_n{FACTORS}" for prec in ("f32", "f64")]
 
 
 def kernel_resources() -> dict[str, dict]:

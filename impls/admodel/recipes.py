@@ -500,20 +500,20 @@ CLAIMS = (
           "values gathered)", fused_copy,
           lambda v: v >= 0.6, "holds if on each dataset the better fused variant's median copy_frac is at least 0.6 "
           "(l1 = ldg)",
-          why="Nsight Compute of the fused kernel on bucketed observations: the L1/shared-memory pipe is its busiest "
-          "unit, then L2 and the SM; on the shuffled order L2 binds. Bucketing makes each warp's materials and "
-          "placements few (their factor rows are read and their gradient added a whole row per 10 adjacent "
-          "lanes through a stage in shared memory, a request per 32-byte sector), but the three classes d, f "
-          "and r stay random in either order: per observation three scalar gathers and three atomics that share "
-          "no sector within a warp. On real-like, Zipf-skewed levels put a few gradient entries in every warp, "
-          "and atomics on one address serialise in L2; its skewed path (a block's cache of gradient entries in "
-          "shared memory, a factor row carried across a run of its key in each block's contiguous range) removes "
-          "most of that, and the kernel is then bound by its instruction issue (impls/admodel/kernels/NOTES.md). "
-          "float32 is bound alike (the profile in the recipe's note: admodel-profile.csv and its figures): "
-          "bucketed, its issue slots are about as busy as float64's and its "
-          "warps wait mostly on shared memory (the short scoreboard: the cache's atomics and the rows' sums), "
-          "DRAM and L2 far from their limits, so halving the bytes saves little time; occupancy is half the "
-          "warps (registers and shared memory).", recipe="fused-copy"),
+          why="fused-bucketed goes by (material, placement) pairs: bucketed, a pair's observations are consecutive, "
+          "and the kernel (fused_pairs) adds each pair's sum of residuals once a warp where it added the material's "
+          "and placement's effects and both factor rows an observation's group; a small kernel (pair_rows, a warp "
+          "a material or placement) then turns the pairs' sums into those effects and rows. The three classes d, "
+          "f and r stay random in either order: per observation three scalar gathers and three atomics that share "
+          "no sector within a warp; on real-like, whose Zipf-skewed levels put a few gradient entries in every "
+          "warp, they go through a block's cache in shared memory. Nsight Compute (the recipe's note: "
+          "admodel-profile.csv and its figures): on real-like both precisions are bound by instruction issue, the "
+          "warps waiting mostly on shared memory (the short scoreboard: the cache's atomics, the stages of the "
+          "factor rows), DRAM and L2 far from their limits, so float32's half of the bytes saves little time; on "
+          "sim, a pair for about two observations, the gathers of the random classes' parameters from L2 bind "
+          "(the stages' shared memory leaves L1 little room for theta), to which pair_rows' gathers of scattered "
+          "pairs add; occupancy is half the warps (registers and shared memory) (impls/admodel/kernels/NOTES.md).",
+          recipe="fused-copy"),
     Claim("fit-speed", "Target (ours; the thesis never runs L-BFGS): the whole fit on the GPU (lbfgs-gpu) at least "
           "20x faster than scipy's L-BFGS-B on the CPU reference (cpu-parallel), in the same run",
           fit_speed, lambda v: v is not None and v >= 20,

@@ -10,7 +10,7 @@ from importlib.resources import files
 
 import numpy as np
 
-from bench.backend import allow_shared_memory, device_attribute, multiprocessors, raw_kernel
+from bench.backend import NULL, allow_shared_memory, device_attribute, multiprocessors, raw_kernel
 from bench.errors import BenchError
 from impls.saber.model import BETA, Structures, alpha_of, check_without_own
 from impls.saber.structures import W, level3_size, padded
@@ -19,7 +19,6 @@ KERNEL_SOURCE = files("impls.saber") / "kernels" / "saber.cu"  # package data (p
 BLOCK = 256  # threads: 8 warps, a warp per word or token
 HISTOGRAM_BLOCK, HISTOGRAM_ITEMS = 1024, 16  # saber_topic_histogram's threads and tokens a thread a round
 RANK_SHARED = 512  # saber_rank_count: a document of at most this many non-zeros of A is counted in shared memory
-NULL = np.uintp(0)  # a null pointer argument: CuPy passes None as 0xffffffff (cupy issue 9046)
 
 
 def _warp_grid(items: int, grid_stride: bool = False, block: int = BLOCK) -> int:

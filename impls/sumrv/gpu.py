@@ -11,7 +11,7 @@ from importlib.resources import files
 
 import numpy as np
 
-from bench.backend import allow_shared_memory, multiprocessors, raw_kernel
+from bench.backend import NULL, allow_shared_memory, multiprocessors, raw_kernel
 from impls.sumrv.cpu import via_linear
 
 KERNEL_SOURCE = files("impls.sumrv") / "kernels" / "sumrv.cu"  # package data (pyproject.toml)
@@ -229,7 +229,7 @@ def strip(p, q, log: bool, configs: tuple | None = None, shift: bool | None = No
             p, q, m, n = q, p, n, m
         _launch_systolic(_systolic_launch(batch, m, n, p.dtype), r, p, q)
         return r
-    done = _strip_log_by_shift(p, q, r) if path == "shift" else _NULL
+    done = _strip_log_by_shift(p, q, r) if path == "shift" else NULL
     _launch_strip(_planned_strip(p, q, log, configs), r, p, q, done)
     return r
 
@@ -265,9 +265,6 @@ def _launch_strip(planned: tuple, r, p, q, done) -> None:
     if combine:
         launch, grid, block = combine
         launch(grid, block, (partials, r, args[2], np.int64(1), done, *args[3:7]))
-
-
-_NULL = np.uint64(0)  # a null pointer
 
 
 @cache
@@ -322,7 +319,7 @@ def _strip_log_by_shift(p, q, r, planned: tuple | None = None):
     stats = cupy.empty(4 * batch, dtype=p.dtype)  # shifts of p and q, spreads of p and q
     done = cupy.empty(batch, dtype=np.uint8)
     shift_exp(exp_grid, (BLOCK,), (p, q, p_shifted, q_shifted, stats, *sizes))
-    _launch_strip(linear, r, p_shifted, q_shifted, _NULL)
+    _launch_strip(linear, r, p_shifted, q_shifted, NULL)
     shift_log(log_grid, (BLOCK,), (r, stats, done, limit, *sizes))
     return done
 
@@ -551,7 +548,7 @@ def _auto_plan(name: str, p, q, log: bool):
             if aligned and (p.data.ptr | q.data.ptr) % 16:  # planned for rows starting 16-byte aligned
                 return strip(p, q, log)
             r = cupy.empty(shape, dtype)
-            done = _strip_log_by_shift(p, q, r, shift) if shift else _NULL
+            done = _strip_log_by_shift(p, q, r, shift) if shift else NULL
             _launch_strip(planned, r, p, q, done)
             return r
         return strip_call

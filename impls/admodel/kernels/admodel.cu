@@ -26,6 +26,11 @@
 //                           range of observations, the entries a warp adds through a block's
 //                           cache in shared memory, a factor row kept per run of its key
 //                           (kernels/NOTES.md)
+//   admodel_fused_pairs_*   fused on observations bucketed by (material, placement): in place of
+//                           the material's and placement's effects and rows, each pair's sum of
+//                           residuals S_q (one atomic a pair a warp)
+//   admodel_pair_rows_*     then, from the S_q, those effects and rows: a warp per material (or
+//                           placement) sums S_q and S_q times the other class's row over its pairs
 
 #define FULL_MASK 0xffffffffu
 
@@ -372,11 +377,18 @@ __device__ void add_row_gradient(Scatter<T, N, SKEWED>& scatter, const RowRun<T,
 }
 
 // Dynamic shared memory: two stages per warp, 2 * blockDim.x * (N + 1) values; where
-// SKEWED, then the cache's SLOTS sums, two runs of N values per warp and the cache's SLOTS
-// int indices.
-template <typename T, int N, bool L1, bool WANT_F, bool SKEWED>
+// SKEWED, then the cache's SLOTS sums, two runs of N values per warp (not with PAIRS) and the
+// cache's SLOTS int indices.
+//
+// PAIRS (observations bucketed by material, then placement; pair_of[i] the index of
+// observation i's (material, placement) pair, non-decreasing): the gradient of the material's
+// and placement's effects and rows is that of their pairs, sum_i r_i th_PM[p_i] over a pair's
+// observations being S_q th_PM[p_q] with S_q its sum of residuals: the warp adds each S_q once
+// (pair_sums, zeroed by the caller) and pair_rows does the rest, where the rows' sums (N
+// atomics an observation's group) cost most of the instructions.
+template <typename T, int N, bool L1, bool WANT_F, bool SKEWED, bool PAIRS = false>
 __device__ void fused(const T* theta, const int* cov, const signed char* y, const short* w, long long n,
-                      Offsets o, T* grad, T* partials) {
+                      Offsets o, T* grad, T* partials, const int* pair_of = nullptr, T* pair_sums = nullptr) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   T* stage_a = reinterpret_cast<T*>(shared) + warp * 2 * 32 * (N + 1);  // th_MP rows
@@ -387,7 +399,8 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
     scatter.cache.sums = reinterpret_cast<T*>(shared) + 2 * blockDim.x * (N + 1);
     scatter.run_a.sums = scatter.cache.sums + GradientCache<T>::SLOTS + warp * 2 * N;
     scatter.run_b.sums = scatter.run_a.sums + N;
-    scatter.cache.indices = reinterpret_cast<int*>(scatter.cache.sums + GradientCache<T>::SLOTS + warps * 2 * N);
+    scatter.cache.indices =
+        reinterpret_cast<int*>(scatter.cache.sums + GradientCache<T>::SLOTS + (PAIRS ? 0 : warps * 2 * N));
     scatter.cache.clear();
   }
   T intercept = 0, total = 0;
@@ -402,6 +415,7 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
     const long long i = base + threadIdx.x;
     Observation<T, N, L1> obs;
     if (i < n) obs.read(theta, cov, y, w, n, i, o);
+    const int pair = PAIRS && i < n ? load<L1>(pair_of + i) : -1;
     __syncwarp();  // the previous observations' stages have been read
     gather_rows<T, N, L1>(theta + o.mp, obs.m, stage_a);
     gather_rows<T, N, L1>(theta + o.pm, obs.p, stage_b);
@@ -412,15 +426,21 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
     const T res = obs.residual(mu);
     if (WANT_F) total += obs.loss(mu);
     intercept += res;
-    stage_a[stage_slot<N>(lane, N)] = stage_b[stage_slot<N>(lane, N)] = res;
+    if (!PAIRS) stage_a[stage_slot<N>(lane, N)] = stage_b[stage_slot<N>(lane, N)] = res;  // add_row_gradient's
     const int keys[5] = {obs.d, obs.f, obs.m, obs.r, obs.p};
     const int starts[5] = {o.d, o.f, o.m, o.r, o.p};
     unsigned peers[5];
 #pragma unroll
     for (int c = 0; c < 5; ++c) {
+      if (PAIRS && (c == 2 || c == 4)) continue;  // the material's and placement's: their pairs'
       T sum;
       peers[c] = __match_any_sync(FULL_MASK, keys[c]);
       if (warp_aggregate(peers[c], res, sum) && keys[c] >= 0) scatter.add(starts[c] + keys[c], sum);
+    }
+    if (PAIRS) {
+      T sum;
+      if (warp_aggregate(__match_any_sync(FULL_MASK, pair), res, sum) && pair >= 0) atomicAdd(pair_sums + pair, sum);
+      continue;
     }
     if (SKEWED) {
       scatter.run_a.follow(grad, o.mp, obs.m);
@@ -431,16 +451,49 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
     add_row_gradient<T, N, SKEWED>(scatter, scatter.run_b, o.pm, peers[4], obs.p, stage_a);
     if (SKEWED) __syncwarp();  // the runs' sums are written
   }
-  if (SKEWED) {
+  if (SKEWED && !PAIRS) {
     scatter.run_a.flush(grad, o.mp);
     scatter.run_b.flush(grad, o.pm);
-    scatter.cache.flush(grad);
   }
+  if (SKEWED) scatter.cache.flush(grad);
   intercept = block_sum(intercept);
   if (threadIdx.x == 0) atomicAdd(grad, intercept);
   if (WANT_F) {
     total = block_sum(total);
     if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  }
+}
+
+// The effects and rows of a factor class from the pairs' residual sums (after fused with
+// PAIRS): for each key g of the class (a material, or a placement) a warp sums over its pairs q
+// S_q times the other class's row, and S_q for the key's own effect, and adds them to the
+// key's entries, which no other warp adds to. Key g's pairs are order[ptr[g] .. ptr[g + 1])
+// (order null: those indices themselves); other[q] the other class's key of pair q; rows,
+// other_rows and effects the offsets of the key's rows, of the other class's rows and of the
+// key's effects. A lane reads a row's N values one after another: through L1 whatever the
+// observations' L1 policy (cached at L2 only, each value was a sector of its own: sim took
+// 5.9 ms a call where L1 gave 3.6, H200).
+template <typename T, int N>
+__device__ void pair_rows(const T* theta, const T* sums, const int* ptr, const int* key, int groups, const int* order,
+                          const int* other, int rows, int other_rows, int effects, T* grad) {
+  const int lane = threadIdx.x & 31;
+  for (int g = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < groups; g += (gridDim.x * blockDim.x) >> 5) {
+    T acc[N + 1] = {};
+    for (int j = ptr[g] + lane; j < ptr[g + 1]; j += 32) {
+      const int q = order ? order[j] : j;
+      const T s = sums[q];
+      const T* row = theta + other_rows + (long long)other[q] * N;
+#pragma unroll
+      for (int k = 0; k < N; ++k) acc[k] += s * __ldg(row + k);
+      acc[N] += s;
+    }
+    T mine = 0;  // lane k < N: row element k; lane N: the effect
+#pragma unroll
+    for (int k = 0; k <= N; ++k) {
+      const T total = warp_sum(acc[k]);
+      if (lane == k) mine = total;
+    }
+    if (lane <= N) grad[lane < N ? rows + (long long)key[g] * N + lane : effects + key[g]] += mine;
   }
 }
 
@@ -472,9 +525,26 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
   extern "C" __global__ void CAP(64) admodel_fused_skewed_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *grad,          \
                                                                                    T *partials) {         \
     fused<T, N, L1, true, true>(theta, cov, y, w, n, OFFSETS, grad, partials);                            \
+  }                                                                                                       \
+  extern "C" __global__ void CAP(64) admodel_fused_pairs_##PREC##_n##N##_##CACHE(                                 \
+      DATA_ARGS(T), T *grad, T *partials, const int *pair_of, T *pair_sums) {                             \
+    fused<T, N, L1, true, false, true>(theta, cov, y, w, n, OFFSETS, grad, partials, pair_of, pair_sums); \
+  }                                                                                                       \
+  extern "C" __global__ void CAP(64) admodel_fused_pairs_skewed_##PREC##_n##N##_##CACHE(                          \
+      DATA_ARGS(T), T *grad, T *partials, const int *pair_of, T *pair_sums) {                             \
+    fused<T, N, L1, true, true, true>(theta, cov, y, w, n, OFFSETS, grad, partials, pair_of, pair_sums);  \
+  }
+#define PAIR_ROWS_KERNEL(T, PREC, N)                                                                      \
+  extern "C" __global__ void admodel_pair_rows_##PREC##_n##N(const T *theta, const T *sums, const int *ptr, \
+                                                             const int *key, int groups, const int *order,  \
+                                                             const int *other, int rows, int other_rows,    \
+                                                             int effects, T *grad) {                        \
+    pair_rows<T, N>(theta, sums, ptr, key, groups, order, other, rows, other_rows, effects, grad);         \
   }
 
 ADMODEL_KERNELS(float, f32, 10, ldg, true)
 ADMODEL_KERNELS(float, f32, 10, ldcg, false)
 ADMODEL_KERNELS(double, f64, 10, ldg, true)
 ADMODEL_KERNELS(double, f64, 10, ldcg, false)
+PAIR_ROWS_KERNEL(float, f32, 10)
+PAIR_ROWS_KERNEL(double, f64, 10)
