@@ -91,24 +91,32 @@ def bucket(dev: DeviceData) -> DeviceData:
 
     order = cupy.lexsort(cupy.stack([dev.covariates[PLACEMENT], dev.covariates[MATERIAL]]))
     covariates = cupy.ascontiguousarray(dev.covariates[:, order])
-    material, placement = covariates[MATERIAL], covariates[PLACEMENT]
-    starts = cupy.ones(material.size, bool)
-    starts[1:] = (material[1:] != material[:-1]) | (placement[1:] != placement[:-1])
+    starts = _run_starts(covariates[MATERIAL], covariates[PLACEMENT])
     first = cupy.flatnonzero(starts)
-    by_placement = cupy.argsort(placement[first]).astype(cupy.int32)
-    pairs = Pairs((cupy.cumsum(starts, dtype=cupy.int32) - 1), material[first], placement[first],
-                  _groups(material[first]), _groups(placement[first][by_placement]), by_placement)
+    material, placement = covariates[MATERIAL, first], covariates[PLACEMENT, first]  # each pair's
+    by_placement = cupy.argsort(placement).astype(cupy.int32)
+    pairs = Pairs(cupy.cumsum(starts, dtype=cupy.int32) - 1, material, placement, _groups(material),
+                  _groups(placement[by_placement]), by_placement)
     return DeviceData(covariates, dev.y[order], dev.w[order], dev.offsets, dev.parameters,
                       hottest_share(covariates, cupy) > SKEWED_FROM, pairs)
+
+
+def _run_starts(*keys):
+    """Where a run of equal values (in every one of the equally long `keys`) starts: a bool each."""
+    import cupy
+
+    starts = cupy.zeros(keys[0].size, bool)
+    starts[:1] = True
+    for key in keys:
+        starts[1:] |= key[1:] != key[:-1]
+    return starts
 
 
 def _groups(keys) -> tuple:
     """(ptr, key) of the runs of equal values of sorted `keys`: run g is keys[ptr[g]:ptr[g + 1]]."""
     import cupy
 
-    starts = cupy.ones(keys.size, bool)
-    starts[1:] = keys[1:] != keys[:-1]
-    first = cupy.flatnonzero(starts)
+    first = cupy.flatnonzero(_run_starts(keys))
     ptr = cupy.concatenate([first, cupy.array([keys.size])]).astype(cupy.int32)
     return ptr, keys[first]
 
@@ -130,9 +138,9 @@ def _grid(observations: int, block: int) -> int:
 
 def _shared_bytes(name: str, block: int, itemsize: int, skewed: bool) -> int:
     """Dynamic shared memory of a launch: grad_block keeps a key and N values per thread;
-    grad_warp and fused two stages per warp of 32 rows of N + 1 values, and on the skewed
-    path a cache (an index and a sum per slot: GradientCache::SLOTS) and two runs of N
-    values per warp."""
+    grad_warp, fused and fused_pairs two stages per warp of 32 rows of N + 1 values, and on
+    the skewed path a cache (an index and a sum per slot: GradientCache::SLOTS) and, but for
+    fused_pairs, two runs of N values per warp."""
     if name == "grad_block":
         return block * (4 + FACTORS * itemsize)
     if name not in WARP_KERNELS:
@@ -194,11 +202,11 @@ def fused(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, p
     else:
         pairs, sums = dev.pairs, cupy.zeros(dev.pairs.count, theta.dtype)
         _launch("fused_pairs", dev, theta, cache_policy, block, grad, partials, pairs.of, sums)
-        o = dev.offsets
+        mp, pm = dev.offsets[5:]  # the rows of th_MP and th_PM
         kernel = raw_kernel(KERNEL_SOURCE, f"admodel_pair_rows_{PRECISION[theta.dtype]}_n{FACTORS}")
         for (ptr, key), order, other, rows, other_rows, effects in (
-                (pairs.material_groups, NULL, pairs.placement, o[5], o[6], o[2]),
-                (pairs.placement_groups, pairs.by_placement, pairs.material, o[6], o[5], o[4])):
+                (pairs.material_groups, NULL, pairs.placement, mp, pm, dev.offsets[MATERIAL]),
+                (pairs.placement_groups, pairs.by_placement, pairs.material, pm, mp, dev.offsets[PLACEMENT])):
             groups = int(key.size)
             kernel((_grid(groups * 32, block),), (block,), (  # a warp a group
                 theta, sums, ptr, key, np.int32(groups), order, other, np.int32(rows), np.int32(other_rows),
