@@ -57,27 +57,30 @@ def test_skewed_path_agrees_across_many_tiles_a_block(monkeypatch, layout, preci
 
 
 @pytest.mark.parametrize("precision", ["f64", "f32"])
-def test_pairs_of_few_materials_agree(precision):
+@pytest.mark.parametrize("l1, block", [("ldg", 256), ("ldcg", 96)])
+def test_pairs_of_few_materials_agree(precision, l1, block):
     """Bucketed observations go by their (material, placement) pairs: sim folded onto 3
-    materials and 100 placements (300 pairs of about 34 observations), so that a material's
-    warp in pair_rows loops over more pairs than it has lanes and a placement gathers the pairs
-    of every material. The pairs are each observation's, grouped as they say, and fused-bucketed
-    agrees with the reference."""
-    case = _case("sim", "shuffled", precision, "both")
+    materials and 1,000 placements (about 3,000 pairs of 3 observations), so that a material's
+    warps in pair_rows loop over more pairs than they have lanes, a placement's leave some idle
+    and a placement gathers the pairs of every material. The pairs are each observation's, grouped as they say, and
+    fused-bucketed agrees with the reference."""
+    case = _case("sim", "shuffled", precision, "both", l1, block)
     covariates = case["data"].covariates.copy()
     covariates[MATERIAL] %= 3
-    covariates[PLACEMENT] %= 100
+    covariates[PLACEMENT] %= 1000
     data = replace(case["data"], covariates=covariates)
     case = {**case, "data": data, "reference": cpu.plain(data, case["theta"]),
             "bound": cpu.magnitudes(data, case["theta"])}
     bucketed = gpu.bucket(gpu.upload(data))
     pairs = bucketed.pairs
     of, material, placement = pairs.of.get(), pairs.material.get(), pairs.placement.get()
-    assert pairs.count == 300 and (np.diff(of) >= 0).all()
+    by_placement = pairs.by_placement.get()
+    assert pairs.count == np.unique(covariates[MATERIAL] * 1000 + covariates[PLACEMENT]).size > 2 * 1000
+    assert (np.diff(of) >= 0).all()
     np.testing.assert_array_equal(material[of], bucketed.covariates[MATERIAL].get())
     np.testing.assert_array_equal(placement[of], bucketed.covariates[PLACEMENT].get())
-    for (ptr, key), keys in ((pairs.material_groups, material),
-                             (pairs.placement_groups, placement[pairs.by_placement.get()])):
+    np.testing.assert_array_equal(pairs.material_by_placement.get(), material[by_placement])
+    for (ptr, key), keys in ((pairs.material_groups, material), (pairs.placement_groups, placement[by_placement])):
         ptr, key = ptr.get(), key.get()
         np.testing.assert_array_equal(np.repeat(key, np.diff(ptr)), keys)
         assert ptr[-1] == pairs.count and (np.diff(key) > 0).all()

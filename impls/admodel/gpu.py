@@ -25,6 +25,7 @@ WARP_KERNELS = ("grad_warp", "fused", "fused_pairs")  # with a skewed path
 # path (kernels/NOTES.md: on an H200 it made real-like's calls faster, its popular levels
 # in every warp, and sim's slower, no level in 1% of the warps).
 SKEWED_FROM = 0.1
+PAIR_ROWS_WARPS = 4  # pair_rows' warps a material (placement): sim has 5,000 of 3,700 pairs each
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Pairs:
     material_groups: tuple  # (ptr int32 [groups + 1], key int32 [groups])
     placement_groups: tuple
     by_placement: object  # int32 [pairs]: the pairs in placement order
+    material_by_placement: object  # int32 [pairs]: material[by_placement], which pair_rows reads in sequence
 
     @property
     def count(self) -> int:
@@ -96,7 +98,7 @@ def bucket(dev: DeviceData) -> DeviceData:
     material, placement = covariates[MATERIAL, first], covariates[PLACEMENT, first]  # each pair's
     by_placement = cupy.argsort(placement).astype(cupy.int32)
     pairs = Pairs(cupy.cumsum(starts, dtype=cupy.int32) - 1, material, placement, _groups(material),
-                  _groups(placement[by_placement]), by_placement)
+                  _groups(placement[by_placement]), by_placement, material[by_placement])
     return DeviceData(covariates, dev.y[order], dev.w[order], dev.offsets, dev.parameters,
                       hottest_share(covariates, cupy) > SKEWED_FROM, pairs)
 
@@ -124,9 +126,9 @@ def _groups(keys) -> tuple:
 def device_bytes(observations: int, parameters: int, itemsize: int) -> int:
     """What a point holds on the GPU: the observations twice (as given and bucketed), the
     sort's keys and order, the pairs (an index an observation; at most a pair an observation,
-    each with its material, placement, groups, order and sum), theta, the gradient and the
+    each with its material twice, placement, groups, order and sum), theta, the gradient and the
     optimiser's history (2 x 10 vectors), with 10% to spare."""
-    return int(1.1 * (observations * (2 * BYTES_PER_OBSERVATION + 24 + 4 + 24 + itemsize)
+    return int(1.1 * (observations * (2 * BYTES_PER_OBSERVATION + 24 + 4 + 28 + itemsize)
                       + 24 * parameters * itemsize))
 
 
@@ -136,16 +138,16 @@ def _grid(observations: int, block: int) -> int:
     return max(1, min(-(-observations // block), multiprocessors() * (THREADS_PER_SM // block)))
 
 
-def _shared_bytes(name: str, block: int, itemsize: int, skewed: bool) -> int:
+def _shared_bytes(name: str, block: int, itemsize: int, skewed: bool, cache_policy: str) -> int:
     """Dynamic shared memory of a launch: grad_block keeps a key and N values per thread;
-    grad_warp, fused and fused_pairs two stages per warp of 32 rows of N + 1 values, and on
-    the skewed path a cache (an index and a sum per slot: GradientCache::SLOTS) and, but for
-    fused_pairs, two runs of N values per warp."""
+    grad_warp and fused two stages per warp of 32 rows of N + 1 values (fused_pairs through L1
+    none: its lanes read their rows themselves), and on the skewed path a cache (an index and a
+    sum per slot: GradientCache::SLOTS) and, but for fused_pairs, two runs of N values per warp."""
     if name == "grad_block":
         return block * (4 + FACTORS * itemsize)
     if name not in WARP_KERNELS:
         return 0
-    stages = 2 * block * (FACTORS + 1) * itemsize
+    stages = (0 if name == "fused_pairs" and cache_policy == "ldg" else 2) * block * (FACTORS + 1) * itemsize
     if not skewed:
         return stages
     cache_slots = 512 if itemsize == 8 else 1024
@@ -157,7 +159,7 @@ def _launch(name: str, dev: DeviceData, theta, cache_policy: str, block: int, *o
     skewed = dev.skewed and name in WARP_KERNELS
     kernel = raw_kernel(KERNEL_SOURCE, _kernel_name(name, PRECISION[theta.dtype], cache_policy, skewed))
     grid = _grid(dev.observations, block)
-    shared = _shared_bytes(name, block, theta.itemsize, skewed)
+    shared = _shared_bytes(name, block, theta.itemsize, skewed, cache_policy)
     allow_shared_memory(kernel, shared)
     args = (theta, dev.covariates, dev.y, dev.w, np.int64(dev.observations), *(np.int32(o) for o in dev.offsets))
     kernel((grid,), (block,), (*args, *outputs), shared_mem=shared)
@@ -206,11 +208,12 @@ def fused(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, p
         kernel = raw_kernel(KERNEL_SOURCE, f"admodel_pair_rows_{PRECISION[theta.dtype]}_n{FACTORS}")
         for (ptr, key), order, other, rows, other_rows, effects in (
                 (pairs.material_groups, NULL, pairs.placement, mp, pm, dev.offsets[MATERIAL]),
-                (pairs.placement_groups, pairs.by_placement, pairs.material, pm, mp, dev.offsets[PLACEMENT])):
+                (pairs.placement_groups, pairs.by_placement, pairs.material_by_placement, pm, mp,
+                 dev.offsets[PLACEMENT])):
             groups = int(key.size)
-            kernel((_grid(groups * 32, block),), (block,), (  # a warp a group
-                theta, sums, ptr, key, np.int32(groups), order, other, np.int32(rows), np.int32(other_rows),
-                np.int32(effects), grad))
+            kernel((_grid(groups * 32 * PAIR_ROWS_WARPS, block),), (block,), (
+                theta, sums, ptr, key, np.int32(groups), np.int32(PAIR_ROWS_WARPS), order, other, np.int32(rows),
+                np.int32(other_rows), np.int32(effects), grad))
     return partials.sum(dtype=np.float64) + _prior(theta, psi), grad
 
 

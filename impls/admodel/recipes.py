@@ -502,17 +502,19 @@ CLAIMS = (
           "(l1 = ldg)",
           why="fused-bucketed goes by (material, placement) pairs: bucketed, a pair's observations are consecutive, "
           "and the kernel (fused_pairs) adds each pair's sum of residuals once a warp where it added the material's "
-          "and placement's effects and both factor rows an observation's group; a small kernel (pair_rows, a warp "
-          "a material or placement) then turns the pairs' sums into those effects and rows. The three classes d, "
-          "f and r stay random in either order: per observation three scalar gathers and three atomics that share "
-          "no sector within a warp; on real-like, whose Zipf-skewed levels put a few gradient entries in every "
-          "warp, they go through a block's cache in shared memory. Nsight Compute (the recipe's note: "
+          "and placement's effects and both factor rows an observation's group; a small kernel (pair_rows, warps "
+          "a material or placement) then turns the pairs' sums into those effects and rows. Through L1 (l1 = ldg) "
+          "each lane reads its two factor rows itself (a warp's lanes share one or two materials and read nearby "
+          "placements), leaving to L1 the shared memory that stages of the rows took. The three classes d, f and "
+          "r stay random in either order: per observation three scalar gathers and three atomics that share no "
+          "sector within a warp; on real-like, whose Zipf-skewed levels put a few gradient entries in every warp, "
+          "they go through a block's cache in shared memory. Nsight Compute (the recipe's note: "
           "admodel-profile.csv and its figures): on real-like both precisions are bound by instruction issue, the "
-          "warps waiting mostly on shared memory (the short scoreboard: the cache's atomics, the stages of the "
-          "factor rows), DRAM and L2 far from their limits, so float32's half of the bytes saves little time; on "
-          "sim, a pair for about two observations, the gathers of the random classes' parameters from L2 bind "
-          "(the stages' shared memory leaves L1 little room for theta), to which pair_rows' gathers of scattered "
-          "pairs add; occupancy is half the warps (registers and shared memory) (impls/admodel/kernels/NOTES.md).",
+          "warps waiting mostly on shared memory (the short scoreboard: the cache's atomics), DRAM and L2 far "
+          "from their limits, so float32's half of the bytes saves little time; on sim, a pair for about two "
+          "observations, the warps wait mostly on the gathers of the random classes' parameters and the rows "
+          "(the long scoreboard; L2 at 60% of its peak in float64), with half the warps resident (registers), "
+          "and pair_rows' gathers of scattered pairs add to it (impls/admodel/kernels/NOTES.md).",
           recipe="fused-copy"),
     Claim("fit-speed", "Target (ours; the thesis never runs L-BFGS): the whole fit on the GPU (lbfgs-gpu) at least "
           "20x faster than scipy's L-BFGS-B on the CPU reference (cpu-parallel), in the same run",

@@ -29,8 +29,8 @@
 //   admodel_fused_pairs_*   fused on observations bucketed by (material, placement): in place of
 //                           the material's and placement's effects and rows, each pair's sum of
 //                           residuals S_q (one atomic a pair a warp)
-//   admodel_pair_rows_*     then, from the S_q, those effects and rows: a warp per material (or
-//                           placement) sums S_q and S_q times the other class's row over its pairs
+//   admodel_pair_rows_*     then, from the S_q, those effects and rows: warps per material (or
+//                           placement) sum S_q and S_q times the other class's row over its pairs
 
 #define FULL_MASK 0xffffffffu
 
@@ -376,7 +376,7 @@ __device__ void add_row_gradient(Scatter<T, N, SKEWED>& scatter, const RowRun<T,
   }
 }
 
-// Dynamic shared memory: two stages per warp, 2 * blockDim.x * (N + 1) values; where
+// Dynamic shared memory: two stages per warp (none with PAIRS and L1), each 32 rows of N + 1 values; where
 // SKEWED, then the cache's SLOTS sums, two runs of N values per warp (not with PAIRS) and the
 // cache's SLOTS int indices.
 //
@@ -391,12 +391,14 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
                       Offsets o, T* grad, T* partials, const int* pair_of = nullptr, T* pair_sums = nullptr) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  T* stage_a = reinterpret_cast<T*>(shared) + warp * 2 * 32 * (N + 1);  // th_MP rows
-  T* stage_b = stage_a + 32 * (N + 1);                                   // th_PM rows
+  constexpr bool OWN_ROWS = PAIRS && L1;  // each lane reads its two rows itself (below): no stages
+  constexpr int STAGES = OWN_ROWS ? 0 : 2;
+  T* stage_a = reinterpret_cast<T*>(shared) + warp * STAGES * 32 * (N + 1);  // th_MP rows
+  T* stage_b = stage_a + 32 * (N + 1);                                       // th_PM rows
   Scatter<T, N, SKEWED> scatter;
   scatter.grad = grad;
   if (SKEWED) {
-    scatter.cache.sums = reinterpret_cast<T*>(shared) + 2 * blockDim.x * (N + 1);
+    scatter.cache.sums = reinterpret_cast<T*>(shared) + STAGES * blockDim.x * (N + 1);
     scatter.run_a.sums = scatter.cache.sums + GradientCache<T>::SLOTS + warp * 2 * N;
     scatter.run_b.sums = scatter.run_a.sums + N;
     scatter.cache.indices =
@@ -417,11 +419,20 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
     if (i < n) obs.read(theta, cov, y, w, n, i, o);
     const int pair = PAIRS && i < n ? load<L1>(pair_of + i) : -1;
     __syncwarp();  // the previous observations' stages have been read
-    gather_rows<T, N, L1>(theta + o.mp, obs.m, stage_a);
-    gather_rows<T, N, L1>(theta + o.pm, obs.p, stage_b);
-    __syncwarp();
+    // Bucketed (PAIRS), a warp's lanes share one or two materials and read nearby placements'
+    // rows: each lane reads its rows itself, from L1 (a broadcast a load for th_MP), and the
+    // stages' shared memory is left to L1 (H200: real-like 0.57 ms a call against 0.81, sim
+    // 2.82 against 3.42 in float64). At L2 only (l1 = ldcg) the loads took longer than the
+    // stages (real-like float64: 0.95 against 0.85 ms with th_MP's alone read so).
+    if (!OWN_ROWS) {
+      gather_rows<T, N, L1>(theta + o.mp, obs.m, stage_a);
+      gather_rows<T, N, L1>(theta + o.pm, obs.p, stage_b);
+      __syncwarp();
+    }
 #pragma unroll
-    for (int k = 0; k < N; ++k) obs.eta += stage_a[stage_slot<N>(lane, k)] * stage_b[stage_slot<N>(lane, k)];
+    for (int k = 0; k < N; ++k)
+      obs.eta += OWN_ROWS ? (i < n ? load<L1>(obs.a + k) * load<L1>(obs.b + k) : T(0))
+                          : stage_a[stage_slot<N>(lane, k)] * stage_b[stage_slot<N>(lane, k)];
     const T mu = obs.mu();
     const T res = obs.residual(mu);
     if (WANT_F) total += obs.loss(mu);
@@ -465,24 +476,28 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
 }
 
 // The effects and rows of a factor class from the pairs' residual sums (after fused with
-// PAIRS): for each key g of the class (a material, or a placement) a warp sums over its pairs q
-// S_q times the other class's row, and S_q for the key's own effect, and adds them to the
-// key's entries, which no other warp adds to. Key g's pairs are order[ptr[g] .. ptr[g + 1])
-// (order null: those indices themselves); other[q] the other class's key of pair q; rows,
-// other_rows and effects the offsets of the key's rows, of the other class's rows and of the
-// key's effects. A lane reads a row's N values one after another: through L1 whatever the
-// observations' L1 policy (cached at L2 only, each value was a sector of its own: sim took
-// 5.9 ms a call where L1 gave 3.6, H200).
+// PAIRS): for each key g of the class (a material, or a placement) `parts` warps share its pairs
+// q, each summing S_q times the other class's row, and S_q for the key's own effect, over its
+// share and adding them to the key's entries. Key g's pairs are order[ptr[g] .. ptr[g + 1])
+// (order null: those indices themselves); other[j] the other class's key of pair order[j] (in
+// the groups' order: read in sequence, where the sums are gathered); rows, other_rows and
+// effects the offsets of the key's rows, of the other class's rows and of the key's effects.
+// Several warps a key: sim's 5,000 keys of 3,700 pairs each, a warp each, made long chains of
+// dependent loads and more warps than an H200 holds at once (a second wave of a few). A lane
+// reads a row's N values one after another: through L1 whatever the observations' L1 policy
+// (cached at L2 only, each value was a sector of its own: sim took 5.9 ms a call where L1 gave
+// 3.6, H200). A block a key, its warps' sums added in shared memory, was slower on sim.
 template <typename T, int N>
-__device__ void pair_rows(const T* theta, const T* sums, const int* ptr, const int* key, int groups, const int* order,
-                          const int* other, int rows, int other_rows, int effects, T* grad) {
+__device__ void pair_rows(const T* theta, const T* sums, const int* ptr, const int* key, int groups, int parts,
+                          const int* order, const int* other, int rows, int other_rows, int effects, T* grad) {
   const int lane = threadIdx.x & 31;
-  for (int g = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; g < groups; g += (gridDim.x * blockDim.x) >> 5) {
+  for (int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < groups * parts; w += (gridDim.x * blockDim.x) >> 5) {
+    const int g = w / parts, first = ptr[g] + w % parts * 32, end = ptr[g + 1];
+    if (first >= end) continue;  // warp-uniform: a key of fewer pairs than its warps' lanes
     T acc[N + 1] = {};
-    for (int j = ptr[g] + lane; j < ptr[g + 1]; j += 32) {
-      const int q = order ? order[j] : j;
-      const T s = sums[q];
-      const T* row = theta + other_rows + (long long)other[q] * N;
+    for (int j = first + lane; j < end; j += 32 * parts) {
+      const T s = sums[order ? order[j] : j];
+      const T* row = theta + other_rows + (long long)other[j] * N;
 #pragma unroll
       for (int k = 0; k < N; ++k) acc[k] += s * __ldg(row + k);
       acc[N] += s;
@@ -493,7 +508,7 @@ __device__ void pair_rows(const T* theta, const T* sums, const int* ptr, const i
       const T total = warp_sum(acc[k]);
       if (lane == k) mine = total;
     }
-    if (lane <= N) grad[lane < N ? rows + (long long)key[g] * N + lane : effects + key[g]] += mine;
+    if (lane <= N) atomicAdd(grad + (lane < N ? rows + (long long)key[g] * N + lane : effects + key[g]), mine);
   }
 }
 
@@ -536,10 +551,10 @@ __device__ void pair_rows(const T* theta, const T* sums, const int* ptr, const i
   }
 #define PAIR_ROWS_KERNEL(T, PREC, N)                                                                      \
   extern "C" __global__ void admodel_pair_rows_##PREC##_n##N(const T *theta, const T *sums, const int *ptr, \
-                                                             const int *key, int groups, const int *order,  \
-                                                             const int *other, int rows, int other_rows,    \
-                                                             int effects, T *grad) {                        \
-    pair_rows<T, N>(theta, sums, ptr, key, groups, order, other, rows, other_rows, effects, grad);         \
+                                                             const int *key, int groups, int parts,         \
+                                                             const int *order, const int *other, int rows,  \
+                                                             int other_rows, int effects, T *grad) {        \
+    pair_rows<T, N>(theta, sums, ptr, key, groups, parts, order, other, rows, other_rows, effects, grad);  \
   }
 
 ADMODEL_KERNELS(float, f32, 10, ldg, true)
