@@ -62,8 +62,8 @@ def test_pairs_of_few_materials_agree(precision, l1, block):
     """Bucketed observations go by their (material, placement) pairs: sim folded onto 3
     materials and 1,000 placements (about 3,000 pairs of 3 observations), so that a material's
     warps in pair_rows loop over more pairs than they have lanes, a placement's leave some idle
-    and a placement gathers the pairs of every material. The pairs are each observation's, grouped as they say, and
-    fused-bucketed agrees with the reference."""
+    and a placement gathers the pairs of every material. The pairs are each observation's,
+    grouped as they say, and fused-bucketed agrees with the reference."""
     case = _case("sim", "shuffled", precision, "both", l1, block)
     covariates = case["data"].covariates.copy()
     covariates[MATERIAL] %= 3
