@@ -73,8 +73,9 @@ def test_pairs_of_few_materials_agree(precision, l1, block):
             "bound": cpu.magnitudes(data, case["theta"])}
     bucketed = gpu.bucket(gpu.upload(data))
     pairs = bucketed.pairs
-    of, material, placement = pairs.of.get(), pairs.material.get(), pairs.placement.get()
-    by_placement = pairs.by_placement.get()
+    of, placement, by_placement = pairs.of.get(), pairs.placement.get(), pairs.by_placement.get()
+    ptr, key = (a.get() for a in pairs.material_groups)
+    material = np.repeat(key, np.diff(ptr))  # each pair's: its group's key
     assert pairs.count == np.unique(covariates[MATERIAL] * 1000 + covariates[PLACEMENT]).size > 2 * 1000
     assert (np.diff(of) >= 0).all()
     np.testing.assert_array_equal(material[of], bucketed.covariates[MATERIAL].get())

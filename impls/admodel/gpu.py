@@ -31,11 +31,11 @@ PAIR_ROWS_WARPS = 4  # pair_rows' warps a material (placement): sim has 5,000 of
 @dataclass
 class Pairs:
     """The (material, placement) pairs of bucketed observations, for fused_pairs and pair_rows
-    (kernels/admodel.cu): each observation's pair, each pair's material and placement, and the
-    pairs grouped by material (in their order) and by placement (through `by_placement`)."""
+    (kernels/admodel.cu): each observation's pair, each pair's placement, and the pairs grouped
+    by material (in their order: a pair's material is its group's key) and by placement
+    (through `by_placement`)."""
     of: object  # int32 [n], non-decreasing
-    material: object  # int32 [pairs]
-    placement: object
+    placement: object  # int32 [pairs]
     material_groups: tuple  # (ptr int32 [groups + 1], key int32 [groups])
     placement_groups: tuple
     by_placement: object  # int32 [pairs]: the pairs in placement order
@@ -43,7 +43,7 @@ class Pairs:
 
     @property
     def count(self) -> int:
-        return int(self.material.size)
+        return int(self.placement.size)
 
 
 @dataclass
@@ -97,7 +97,7 @@ def bucket(dev: DeviceData) -> DeviceData:
     first = cupy.flatnonzero(starts)
     material, placement = covariates[MATERIAL, first], covariates[PLACEMENT, first]  # each pair's
     by_placement = cupy.argsort(placement).astype(cupy.int32)
-    pairs = Pairs(cupy.cumsum(starts, dtype=cupy.int32) - 1, material, placement, _groups(material),
+    pairs = Pairs(cupy.cumsum(starts, dtype=cupy.int32) - 1, placement, _groups(material),
                   _groups(placement[by_placement]), by_placement, material[by_placement])
     return DeviceData(covariates, dev.y[order], dev.w[order], dev.offsets, dev.parameters,
                       hottest_share(covariates, cupy) > SKEWED_FROM, pairs)
@@ -126,9 +126,9 @@ def _groups(keys) -> tuple:
 def device_bytes(observations: int, parameters: int, itemsize: int) -> int:
     """What a point holds on the GPU: the observations twice (as given and bucketed), the
     sort's keys and order, the pairs (an index an observation; at most a pair an observation,
-    each with its material twice, placement, groups, order and sum), theta, the gradient and the
-    optimiser's history (2 x 10 vectors), with 10% to spare."""
-    return int(1.1 * (observations * (2 * BYTES_PER_OBSERVATION + 24 + 4 + 28 + itemsize)
+    each with its placement, its material in placement order, groups, order and sum), theta, the
+    gradient and the optimiser's history (2 x 10 vectors), with 10% to spare."""
+    return int(1.1 * (observations * (2 * BYTES_PER_OBSERVATION + 24 + 4 + 24 + itemsize)
                       + 24 * parameters * itemsize))
 
 
@@ -205,7 +205,7 @@ def fused(dev: DeviceData, theta, cache_policy: str = "ldg", block: int = 256, p
         pairs, sums = dev.pairs, cupy.zeros(dev.pairs.count, theta.dtype)
         _launch("fused_pairs", dev, theta, cache_policy, block, grad, partials, pairs.of, sums)
         mp, pm = dev.offsets[5:]  # the rows of th_MP and th_PM
-        kernel = raw_kernel(KERNEL_SOURCE, f"admodel_pair_rows_{PRECISION[theta.dtype]}_n{FACTORS}")
+        kernel = raw_kernel(KERNEL_SOURCE, _pair_rows_name(PRECISION[theta.dtype]))
         for (ptr, key), order, other, rows, other_rows, effects in (
                 (pairs.material_groups, NULL, pairs.placement, mp, pm, dev.offsets[MATERIAL]),
                 (pairs.placement_groups, pairs.by_placement, pairs.material_by_placement, pm, mp,
@@ -227,11 +227,15 @@ def _kernel_name(name: str, precision: str, cache_policy: str, skewed: bool) -> 
     return f"admodel_{name}{'_skewed' if skewed else ''}_{precision}_n{FACTORS}_{cache_policy}"
 
 
+def _pair_rows_name(precision: str) -> str:
+    return f"admodel_pair_rows_{precision}_n{FACTORS}"  # its loads through L1 whatever the policy
+
+
 def kernel_names() -> list[str]:
     kernels = [(name, False) for name in ("objective", *GRADIENTS.values(), "fused", "fused_pairs")]
     kernels += [(name, True) for name in WARP_KERNELS]
     return [_kernel_name(name, prec, cache_policy, skewed) for name, skewed in kernels for prec in ("f32", "f64")
-            for cache_policy in ("ldg", "ldcg")] + [f"admodel_pair_rows_{prec}_n{FACTORS}" for prec in ("f32", "f64")]
+            for cache_policy in ("ldg", "ldcg")] + [_pair_rows_name(prec) for prec in ("f32", "f64")]
 
 
 def kernel_resources() -> dict[str, dict]:

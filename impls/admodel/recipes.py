@@ -511,10 +511,11 @@ CLAIMS = (
           "they go through a block's cache in shared memory. Nsight Compute (the recipe's note: "
           "admodel-profile.csv and its figures): on real-like both precisions are bound by instruction issue, the "
           "warps waiting mostly on shared memory (the short scoreboard: the cache's atomics), DRAM and L2 far "
-          "from their limits, so float32's half of the bytes saves little time; on sim, a pair for about two "
-          "observations, the warps wait mostly on the gathers of the random classes' parameters and the rows "
-          "(the long scoreboard; L2 at 60% of its peak in float64), with half the warps resident (registers), "
-          "and pair_rows' gathers of scattered pairs add to it (impls/admodel/kernels/NOTES.md).",
+          "from their limits; float32 gains by its 32 registers (twice float64's resident warps); on sim, a pair "
+          "for about two observations, the warps wait mostly on the gathers of the random classes' parameters "
+          "and the rows (the long scoreboard; L2 at 60% of its peak in float64, about 9 sectors a load request), "
+          "in float32 with nearly every warp resident also on the load queue (lg and mio throttle), so float32 is "
+          "no faster; pair_rows' gathers of scattered pairs add to it (impls/admodel/kernels/NOTES.md).",
           recipe="fused-copy"),
     Claim("fit-speed", "Target (ours; the thesis never runs L-BFGS): the whole fit on the GPU (lbfgs-gpu) at least "
           "20x faster than scipy's L-BFGS-B on the CPU reference (cpu-parallel), in the same run",

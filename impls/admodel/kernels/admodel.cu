@@ -412,19 +412,20 @@ __device__ void fused(const T* theta, const int* cov, const signed char* y, cons
   // each block takes a contiguous range (sorted data: long runs of one row).
   const long long per_block = ((n + blockDim.x - 1) / blockDim.x + gridDim.x - 1) / gridDim.x * blockDim.x;
   const long long first = SKEWED ? blockIdx.x * per_block : blockIdx.x * (long long)blockDim.x;
-  const long long end = SKEWED ? min(n, first + per_block) : n, step = SKEWED ? blockDim.x : (long long)gridDim.x * blockDim.x;
+  const long long end = SKEWED ? min(n, first + per_block) : n;
+  const long long step = SKEWED ? blockDim.x : (long long)gridDim.x * blockDim.x;
   for (long long base = first; base < end; base += step) {
     const long long i = base + threadIdx.x;
     Observation<T, N, L1> obs;
     if (i < n) obs.read(theta, cov, y, w, n, i, o);
     const int pair = PAIRS && i < n ? load<L1>(pair_of + i) : -1;
-    __syncwarp();  // the previous observations' stages have been read
     // Bucketed (PAIRS), a warp's lanes share one or two materials and read nearby placements'
     // rows: each lane reads its rows itself, from L1 (a broadcast a load for th_MP), and the
     // stages' shared memory is left to L1 (H200: real-like 0.57 ms a call against 0.81, sim
     // 2.82 against 3.42 in float64). At L2 only (l1 = ldcg) the loads took longer than the
     // stages (real-like float64: 0.95 against 0.85 ms with th_MP's alone read so).
     if (!OWN_ROWS) {
+      __syncwarp();  // the previous observations' stages have been read
       gather_rows<T, N, L1>(theta + o.mp, obs.m, stage_a);
       gather_rows<T, N, L1>(theta + o.pm, obs.p, stage_b);
       __syncwarp();
@@ -518,7 +519,7 @@ __device__ void pair_rows(const T* theta, const T* sums, const int* ptr, const i
       int op, int omp, int opm
 #define OFFSETS Offsets{od, of, om, orr, op, omp, opm}
 
-#define ADMODEL_KERNELS(T, PREC, N, CACHE, L1)                                                             \
+#define ADMODEL_KERNELS(T, PREC, N, CACHE, L1, PAIRS_CAP)                                                         \
   extern "C" __global__ void CAP(80) admodel_objective_##PREC##_n##N##_##CACHE(DATA_ARGS(T), T *partials) {       \
     objective<T, N, L1>(theta, cov, y, w, n, OFFSETS, partials);                                          \
   }                                                                                                       \
@@ -541,11 +542,11 @@ __device__ void pair_rows(const T* theta, const T* sums, const int* ptr, const i
                                                                                    T *partials) {         \
     fused<T, N, L1, true, true>(theta, cov, y, w, n, OFFSETS, grad, partials);                            \
   }                                                                                                       \
-  extern "C" __global__ void CAP(64) admodel_fused_pairs_##PREC##_n##N##_##CACHE(                                 \
+  extern "C" __global__ void CAP(PAIRS_CAP) admodel_fused_pairs_##PREC##_n##N##_##CACHE(                  \
       DATA_ARGS(T), T *grad, T *partials, const int *pair_of, T *pair_sums) {                             \
     fused<T, N, L1, true, false, true>(theta, cov, y, w, n, OFFSETS, grad, partials, pair_of, pair_sums); \
   }                                                                                                       \
-  extern "C" __global__ void CAP(64) admodel_fused_pairs_skewed_##PREC##_n##N##_##CACHE(                          \
+  extern "C" __global__ void CAP(PAIRS_CAP) admodel_fused_pairs_skewed_##PREC##_n##N##_##CACHE(           \
       DATA_ARGS(T), T *grad, T *partials, const int *pair_of, T *pair_sums) {                             \
     fused<T, N, L1, true, true, true>(theta, cov, y, w, n, OFFSETS, grad, partials, pair_of, pair_sums);  \
   }
@@ -557,9 +558,11 @@ __device__ void pair_rows(const T* theta, const T* sums, const int* ptr, const i
     pair_rows<T, N>(theta, sums, ptr, key, groups, parts, order, other, rows, other_rows, effects, grad);  \
   }
 
-ADMODEL_KERNELS(float, f32, 10, ldg, true)
-ADMODEL_KERNELS(float, f32, 10, ldcg, false)
-ADMODEL_KERNELS(double, f64, 10, ldg, true)
-ADMODEL_KERNELS(double, f64, 10, ldcg, false)
+// fused_pairs' cap (PAIRS_CAP): through L1 in float32, 32 registers, no spills (H200, scale 1:
+// real-like 0.40 ms a call against 0.46 at 64, sim the same); 64 elsewhere (float64: 32 slower).
+ADMODEL_KERNELS(float, f32, 10, ldg, true, 32)
+ADMODEL_KERNELS(float, f32, 10, ldcg, false, 64)
+ADMODEL_KERNELS(double, f64, 10, ldg, true, 64)
+ADMODEL_KERNELS(double, f64, 10, ldcg, false, 64)
 PAIR_ROWS_KERNEL(float, f32, 10)
 PAIR_ROWS_KERNEL(double, f64, 10)
