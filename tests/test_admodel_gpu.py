@@ -74,11 +74,11 @@ def test_pairs_of_few_materials_agree(precision, l1, block):
     bucketed = gpu.bucket(gpu.upload(data))
     pairs = bucketed.pairs
     of, placement, by_placement = pairs.of.get(), pairs.placement.get(), pairs.by_placement.get()
-    ptr, key = (a.get() for a in pairs.material_groups)
-    material = np.repeat(key, np.diff(ptr))  # each pair's: its group's key
+    observed = bucketed.covariates[MATERIAL].get()
+    material = observed[np.flatnonzero(np.diff(of, prepend=-1))]  # each pair's: its first observation's
     assert pairs.count == np.unique(covariates[MATERIAL] * 1000 + covariates[PLACEMENT]).size > 2 * 1000
     assert (np.diff(of) >= 0).all()
-    np.testing.assert_array_equal(material[of], bucketed.covariates[MATERIAL].get())
+    np.testing.assert_array_equal(material[of], observed)
     np.testing.assert_array_equal(placement[of], bucketed.covariates[PLACEMENT].get())
     np.testing.assert_array_equal(pairs.material_by_placement.get(), material[by_placement])
     for (ptr, key), keys in ((pairs.material_groups, material), (pairs.placement_groups, placement[by_placement])):
