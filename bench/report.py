@@ -2,9 +2,10 @@
 
 Per suite: the paper, the recipes with their figures (linked) and tables (the markdown
 files `bench figures` writes beside them), every claim with ours computed from the
-results and its verdict, the cause of each difference, and the runs the numbers come
-from. Nothing in it is typed by hand and nothing depends on when it is written: the
-same results give the same bytes.
+results and its verdict, the cause of each difference (the suite's text as the code that
+writes the report has it), and the runs the numbers come from. Nothing in it is typed by
+hand and nothing depends on when it is written: the same results and code give the same
+bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pandas as pd
 from bench import ceilings
 from bench.check import detection_table
 from bench.corpus.entries import catalogue
+from bench.envinfo import code_version
 from bench.errors import BenchError
 from bench.recipes import FOLDERS, PROFILES
 from bench.results import key_columns, latest_code, load, read_csv, schema_for
@@ -165,6 +167,17 @@ def _claims(suite, results: Results) -> tuple[list[str], list[str]]:
     return table, causes
 
 
+def _written_for(suite, results: Results) -> list[str]:
+    """The causes are the suite's text as it is now: where no result here was taken by that
+    code, the reader is told (a cause may name kernels that the runs' code did not have)."""
+    now = code_version(suite.sources)
+    taken = set(results.frame(suite.name)["code_version"].dropna().astype(str))
+    if now in taken:
+        return []
+    return [f"(Written for the code as it is now, {now}; no result here was taken by it: see the runs' "
+            "code below.)", ""]
+
+
 def _runs(results: Results, name: str) -> list[str]:
     df = results.frame(name)
     if df.empty:
@@ -243,7 +256,7 @@ def render(results_dir: Path, figures_dir: Path, suites: list) -> str:
         if table:
             lines += ["### The paper's claims beside ours", "", *table, ""]
         if causes:
-            lines += ["Why they differ:", "", *causes, ""]
+            lines += ["Why they differ:", "", *_written_for(suite, results), *causes, ""]
         runs = _runs(results, suite.name)
         if runs:
             lines += ["### Runs", "", *runs, ""]

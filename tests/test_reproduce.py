@@ -206,3 +206,23 @@ def test_a_point_two_recipes_share_is_one_point_to_measure_and_one_left(tmp_path
     planned = sum(len(job.todo) for job in first)
     assert planned > 0 and all(job.todo == [] for job in again)
     assert reproduce.points_left(jobs) == planned == reproduce.points_left(first)
+
+
+def test_the_causes_say_when_no_result_here_was_taken_by_the_code_they_describe(tmp_path):
+    """A claim's cause is the suite's text as the code has it now; results of other code
+    (a cause may name kernels they did not have) get a line saying so."""
+    from bench import results
+    from bench.envinfo import code_version
+    from bench.report import render
+    from fake_suite import FakeSuite
+
+    suite = FakeSuite()
+    row = {c: 1.0 for c in results.row_columns(results.schema_for(suite))}
+    row.update(suite="fake", backend="cpu", device="cpu", run_id="r", group="g", machine="m", timestamp="t", n=64,
+               method="vector", block=8, seconds=1.0)  # plain and twice alike: F1 differs
+    rows = pd.DataFrame([{**row, "variant": v, "repeat": i} for v in ("plain", "twice") for i in range(2)])
+    for version, told in (("0123456789ab", True), (code_version(suite.sources), False)):
+        rows.assign(code_version=version).to_csv(tmp_path / "fake.csv", index=False)
+        causes = render(tmp_path, tmp_path / "figures", [suite]).split("Why they differ:")[1].split("###")[0]
+        assert "**F1**: the loop body is repeated" in causes
+        assert ("no result here was taken by it" in causes) == told, causes
