@@ -408,6 +408,10 @@ def reproduce(
     jobs = plans.build(plans.select(targets or []), profile, backend, results_dir, machine, fresh)
     source = estimate_from or machine.slug
     estimates = plans.results_dir(results_dir, source, profile)
+    if estimate_from and not estimates.is_dir():  # a typo would otherwise read as "no estimate"
+        known = sorted(p.name for p in results_dir.iterdir() if p.is_dir()) if results_dir.is_dir() else []
+        raise BenchError(f"--estimate-from {estimate_from}: no such machine's results under {results_dir} "
+                         f"({', '.join(known) or 'none there'})")
     estimator = plans.Estimator(estimates if source and estimates.is_dir() else None)
     lines, expected, unknown = plans.describe(jobs, estimator, machine, profile)
     pending = sum(len(job.todo) for job in jobs if not job.skip)
@@ -521,8 +525,11 @@ def check(
 
 @app.command("env", cls=Command)
 def env_command():
-    """Print what this machine and its software are (recorded with every result)."""
-    out.print_json(json.dumps(envinfo.collect_env(sys.argv), default=str))
+    """Print what this machine and its software are (recorded with every result), and the
+    folder under results/ its runs go to."""
+    env = envinfo.collect_env(sys.argv)
+    backend = "gpu" if gpu_available() else "cpu"
+    out.print_json(json.dumps({**env, "results_folder": envinfo.machine_slug(env, backend)}, default=str))
 
 
 @app.command("list", cls=Command)
@@ -612,9 +619,10 @@ def data_list():
         table.add_column(column)
     for name, entry in catalogue().items():
         stats = entry.get("stats", entry)
-        table.add_row(name, entry.get("kind", ""), *(f"{stats.get(key, '')}" for key in
-                                                     ("documents", "vocabulary", "tokens")),
-                      entry.get("description", ""))
+        # tokens: the exact count where the catalogue has it, else UCI's published estimate
+        tokens = stats.get("tokens", f"about {stats['tokens_approx']}" if "tokens_approx" in stats else "")
+        table.add_row(name, entry.get("kind", ""), f"{stats.get('documents', '')}", f"{stats.get('vocabulary', '')}",
+                      f"{tokens}", entry.get("description", ""))
     out.print(table)
 
 

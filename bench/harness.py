@@ -34,7 +34,7 @@ from bench.errors import BenchError
 from bench.suite import Suite
 from bench.timing import RunContext, calibrate, warm_calibration
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # a line per message, whole, in a CI log too
 
 
 @dataclass

@@ -271,6 +271,11 @@ def test_figures_of_results_too_few_to_draw_say_so(tmp_path):
 def test_env_names_this_machine():
     env = bench("env")
     assert env.returncode == 0 and '"cpu_model"' in env.stdout
+    from bench import envinfo
+    from bench.backend import gpu_available
+
+    folder = envinfo.machine_slug(envinfo.collect_env([]), "gpu" if gpu_available() else "cpu")
+    assert f'"results_folder": "{folder}"' in env.stdout  # where a run's results go
 
 
 def test_two_identical_sweeps_at_once_measure_each_point_once(tmp_path):
@@ -301,3 +306,10 @@ def test_a_claim_of_a_dead_process_is_taken_over(tmp_path):
     assert Claims(tmp_path, "fake").take(point)
     claim.write_text(f"{socket.gethostname()} {os.getppid()}")  # a live process
     assert not Claims(tmp_path, "fake").take(point)
+
+
+def test_data_list_gives_every_corpus_its_tokens_exact_or_estimated():
+    listed = bench("data", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines() if line.count("│") > 5}
+    assert "467714" in rows["kos"] and "about 6400000" in rows["enron"]  # enron: UCI's estimate only

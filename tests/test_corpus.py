@@ -410,9 +410,12 @@ def serve_uci(server, name, header, vocabulary, body=b"1 1 1\n"):
 def test_search_path_is_the_cache_then_bench_data_path(tmp_path, monkeypatch):
     monkeypatch.setattr(entries, "CACHE_DIR", tmp_path / "cache")
     monkeypatch.setenv("BENCH_DATA_PATH", f"{tmp_path / 'a'}{os.pathsep}{os.pathsep}{tmp_path / 'b'}")
+    (tmp_path / "a").mkdir()
+    with pytest.raises(CorpusError, match=f"^BENCH_DATA_PATH: {tmp_path / 'b'} is not a directory$"):
+        locate("kos")  # a typo must not read as "not here" and start a download
+    (tmp_path / "b").mkdir()
     assert catalogue_module.search_path() == [tmp_path / "cache", tmp_path / "a", tmp_path / "b"]
     assert locate("kos") is None
-    (tmp_path / "b").mkdir()
     for f in ("docword.kos.txt.gz", "vocab.kos.txt"):
         (tmp_path / "b" / f).write_bytes(b"")
     assert locate("kos") == tmp_path / "b"  # found, not read
@@ -513,6 +516,23 @@ def test_a_failed_download_is_one_line_saying_where_to_put_the_files(cache):
     assert "404" in message
     assert (f"docword.pubmed.txt.gz and vocab.pubmed.txt from https://archive.ics.uci.edu/ml/machine-learning-databases/"
             f"bag-of-words/ yourself and put them in {directory} or a directory on BENCH_DATA_PATH") in message
+    assert not directory.exists()  # made for the download: not left behind empty
+
+
+def test_a_network_error_is_cut_short_and_the_advice_kept_whole(cache, monkeypatch):
+    directory, _, _ = cache
+
+    def unreachable(url, **_):
+        raise ConnectionError("HTTPSConnectionPool(host='archive.ics.uci.edu', port=443): Max retries exceeded "
+                              + "caused by NameResolutionError(...) " * 20)
+
+    monkeypatch.setattr("pooch.retrieve", unreachable)
+    with pytest.raises(CorpusError) as excinfo:
+        fetch("kos")
+    message = str(excinfo.value)
+    assert "(ConnectionError: HTTPSConnectionPool(host='archive.ics.uci.edu'" in message and "...)" in message
+    cause = message.split(f"into {directory} (", 1)[1].split("); download", 1)[0]
+    assert len(cause) < 200 and message.endswith(f"put them in {directory} or a directory on BENCH_DATA_PATH")
 
 
 def test_unknown_name_and_scaled_real_corpus():

@@ -28,6 +28,8 @@ def test_durations(text, seconds):
     (["reproduce", "fake", "--profile", "huge"], ["unknown profile 'huge'", "quick"]),
     (["reproduce", "fake", "--profile", "cpu", "--budget", "soon"], ["bad duration 'soon'"]),
     (["reproduce", "lda-kernels", "--profile", "cpu"], ["declares no recipes"]),
+    (["reproduce", "fake", "--profile", "cpu", "--dry-run", "--estimate-from", "nosuch", "--results", "results"],
+     ["--estimate-from nosuch: no such machine's results under results", "nvidia-h200"]),
 ])
 def test_bad_input_is_one_line(args, fragments):
     assert_one_line_error(bench(*args), *fragments)

@@ -87,6 +87,9 @@ def locate(name: str) -> Path | None:
 def search_path() -> list[Path]:
     """Where real corpora are looked for: the cache, then each directory of $BENCH_DATA_PATH."""
     extra = [Path(p) for p in os.environ.get("BENCH_DATA_PATH", "").split(os.pathsep) if p]
+    for directory in extra:  # a typo would otherwise start a download (gigabytes, for some corpora)
+        if not directory.is_dir():
+            raise CorpusError(f"BENCH_DATA_PATH: {directory} is not a directory")
     return [entries.CACHE_DIR, *extra]
 
 
@@ -105,13 +108,15 @@ def _download(name: str, item: dict, role: str) -> None:
     import pooch  # only needed to download
 
     cache, url, fname, sha256 = entries.CACHE_DIR, item[f"{role}_url"], item[role], item[f"{role}_sha256"]
-    path = cache / fname
+    path, made = cache / fname, not cache.exists()
     try:
         cache.mkdir(parents=True, exist_ok=True)
         pooch.retrieve(url, known_hash=f"sha256:{sha256}" if sha256 else None, fname=fname, path=cache,
                        progressbar=False)
     except Exception as exc:  # network, HTTP and checksum errors alike end up as one line for the user
-        detail = " ".join(str(exc).split())
+        if made and not any(cache.iterdir()):
+            cache.rmdir()  # made for this download alone: not left behind empty
+        detail = _short(exc)
         where = f"{cache.absolute()} or a directory on BENCH_DATA_PATH"
         raise CorpusError(f"{name}: could not download {url} into {cache.absolute()} ({detail}); download "
                           f"{' and '.join(item[r] for r in ROLES)} from {url.rsplit('/', 1)[0]}/ yourself and "
@@ -131,6 +136,13 @@ def _download(name: str, item: dict, role: str) -> None:
     tmp = record.with_name(f"{record.name}.{os.getpid()}.tmp")
     tmp.write_text(f"{digest}  {fname}\n")  # sha256sum's format: `sha256sum -c` checks it too
     os.replace(tmp, record)
+
+
+def _short(error: Exception, most: int = 160) -> str:
+    """An exception as a short phrase: its kind and the start of its message (a network
+    library's message nests every retry's cause, hundreds of characters)."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:most] + '...' if len(text) > most else text}"
 
 
 def _record_path(path: Path) -> Path:
