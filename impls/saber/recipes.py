@@ -952,7 +952,10 @@ CLAIMS = (
               "memory (long-scoreboard stalls an issued instruction 15.5 cycles against 11.6 on nips in run "
               "20261130T074610Z: each batch's own-topic inputs are loads that depend on loads: the token's topic, "
               "then its denominator and its tree's bounds; its non-zero, then its count), less in the short "
-              "segments' (B^_v read in place).",
+              "segments' (B^_v read in place). ncu flushes the caches before each launch, where the left-out kernel "
+              "is 26% slower than G4's against 14% for a whole iteration replayed as a graph. Which segments are "
+              "staged, smaller staged blocks and the short segments' kernel on a second stream beside the staged "
+              "one leave the ratio at 0.86-0.90 on nips (kernels/NOTES.md).",
           recipe="real-corpora"),
     Claim("TB2", "Table 2 (PubMed): A sparse 5.8 GB at every K (about 7.9 bytes a token) against A dense 3.2 / 32 / "
           "320 GB at K = 100 / 1k / 10k; B + B^ 0.108 / 1.08 / 10.8 GB", _table2,
