@@ -528,7 +528,7 @@ def env_command():
     """Print what this machine and its software are (recorded with every result), and the
     folder under results/ its runs go to."""
     env = envinfo.collect_env(sys.argv)
-    backend = "gpu" if gpu_available() else "cpu"
+    backend = resolve_backend("auto", ("cpu", "gpu"))
     out.print_json(json.dumps({**env, "results_folder": envinfo.machine_slug(env, backend)}, default=str))
 
 

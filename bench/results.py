@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.errors import BenchError
+from bench.errors import BenchError, brief
 
 # Columns the harness writes on every row, after the suite's axes and metrics.
 IDENTITY = ("suite", "backend")
@@ -243,7 +243,7 @@ def read_csv(csv_path: Path, **read_csv_args) -> pd.DataFrame:
     try:
         return pd.read_csv(io.BytesIO(data), **read_csv_args)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
-        detail = " ".join(str(error).split())[:160]
+        detail = brief(error)
         raise BenchError(f"{csv_path}: not a results CSV ({detail})") from None
 
 

@@ -272,9 +272,9 @@ def test_env_names_this_machine():
     env = bench("env")
     assert env.returncode == 0 and '"cpu_model"' in env.stdout
     from bench import envinfo
-    from bench.backend import gpu_available
+    from bench.backend import resolve_backend
 
-    folder = envinfo.machine_slug(envinfo.collect_env([]), "gpu" if gpu_available() else "cpu")
+    folder = envinfo.machine_slug(envinfo.collect_env([]), resolve_backend("auto", ("cpu", "gpu")))
     assert f'"results_folder": "{folder}"' in env.stdout  # where a run's results go
 
 

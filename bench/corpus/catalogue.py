@@ -11,6 +11,8 @@ import os
 import zlib
 from pathlib import Path
 
+from bench.errors import brief
+
 from . import entries
 from .entries import catalogue, entry
 from .formats import read_ldac, read_uci
@@ -116,7 +118,7 @@ def _download(name: str, item: dict, role: str) -> None:
     except Exception as exc:  # network, HTTP and checksum errors alike end up as one line for the user
         if made and not any(cache.iterdir()):
             cache.rmdir()  # made for this download alone: not left behind empty
-        detail = _short(exc)
+        detail = f"{type(exc).__name__}: {brief(exc)}"
         where = f"{cache.absolute()} or a directory on BENCH_DATA_PATH"
         raise CorpusError(f"{name}: could not download {url} into {cache.absolute()} ({detail}); download "
                           f"{' and '.join(item[r] for r in ROLES)} from {url.rsplit('/', 1)[0]}/ yourself and "
@@ -136,13 +138,6 @@ def _download(name: str, item: dict, role: str) -> None:
     tmp = record.with_name(f"{record.name}.{os.getpid()}.tmp")
     tmp.write_text(f"{digest}  {fname}\n")  # sha256sum's format: `sha256sum -c` checks it too
     os.replace(tmp, record)
-
-
-def _short(error: Exception, most: int = 160) -> str:
-    """An exception as a short phrase: its kind and the start of its message (a network
-    library's message nests every retry's cause, hundreds of characters)."""
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:most] + '...' if len(text) > most else text}"
 
 
 def _record_path(path: Path) -> Path:
