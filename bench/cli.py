@@ -121,16 +121,16 @@ def _plan(extra, axis, variant, backend, **kwargs):
 
 
 def _out_dir(out_dir: Path | None, backend: str, option: str = "--out") -> Path:
-    """--out, or results/<machine>/: BenchError where it cannot be written."""
+    """--out, or results/<machine>/: BenchError where it cannot be written. Not created here:
+    the first result written creates it, so that a run refused before it measures leaves none."""
     directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), backend)
-    if directory.exists() and not directory.is_dir():
-        raise BenchError(f"{option} {directory}: not a directory")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise BenchError(f"{option} {directory}: cannot create it ({error.strerror})") from None
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise BenchError(f"{option} {directory}: not writable")
+    existing = next(path for path in (directory, *directory.absolute().parents) if path.exists())
+    problem = "not a directory" if not existing.is_dir() else \
+        "not writable" if not os.access(existing, os.W_OK | os.X_OK) else None
+    if problem and existing == directory:
+        raise BenchError(f"{option} {directory}: {problem}")
+    if problem:
+        raise BenchError(f"{option} {directory}: cannot create it ({existing} is {problem})")
     return directory
 
 

@@ -476,9 +476,9 @@ def read_sidecar(json_path: Path) -> dict:
 @contextmanager
 def _locked(json_path: Path):
     """An exclusive lock for the sidecar's read-modify-write: concurrent sweeps
-    into one directory must not lose each other's run records."""
-    lock = json_path.with_name(f".{json_path.name}.lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    into one directory must not lose each other's run records. The lock is the
+    directory's (the sidecar itself is replaced, not rewritten), so no lock file is left."""
+    fd = os.open(json_path.parent, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -8,12 +8,14 @@ import time
 
 import numpy as np
 
+from bench.errors import BenchError
 from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from bench.specs import parse_choices, parse_ints
 from bench.suite import Axis, Defaults, Label, Metric, Plot, Suite, Variant
 
 ITERATIONS = 3
 UNLUCKY = 13  # a size whose workload fails: a recipe that fails beside one that does not
+REFUSED = 7  # a size the suite's check refuses before anything is measured
 
 
 def _twice_over_plain(results):
@@ -79,6 +81,10 @@ class FakeSuite(Suite):
         if point["method"] == "loop" and point["n"] > 128:
             return "the loop method is too slow beyond n = 128"
         return None
+
+    def check(self, points):
+        if any(point["n"] == REFUSED for point in points):
+            raise BenchError(f"n = {REFUSED} does not fit this machine")
 
     def prepare(self, point):
         time.sleep(float(os.environ.get("FAKE_SUITE_SLEEP", 0)))  # a slow point: concurrent sweeps overlap

@@ -152,6 +152,16 @@ def test_truncated_gzip_and_synth_over_a_file(tmp_path):
     assert existing.read_text() == "keep me"
 
 
+def test_a_sweep_refused_before_it_measures_leaves_no_results_folder(tmp_path):
+    out = tmp_path / "new" / "results"
+    assert_one_line_error(bench("sweep", "fake", "--n", "7", "--out", out), "n = 7 does not fit")
+    assert not (tmp_path / "new").exists()
+    measured = bench("sweep", "fake", "--n", "64", "--method", "vector", "--out", out)
+    assert measured.returncode == 0, measured.stderr
+    assert (out / "fake.csv").exists()
+    assert sorted(path.name for path in out.iterdir()) == ["fake-series.csv", "fake.csv", "fake.json"]
+
+
 def test_verify_reports_every_variant():
     result = bench("verify", "--backend", "cpu", "--k", "1..6", "--warp", "8")
     assert result.returncode == 0, result.stdout + result.stderr
