@@ -436,7 +436,9 @@ def reproduce(
             raise BenchError(f"--budget {budget} is too short for any point: the first ({first[0].label}) is "
                              f"expected to take {plans._minutes(need)}")
     failures, stops = plans.run(jobs, clock, echo=err.print)
-    if out_dir == results_dir / machine.slug:
+    if not out_dir.exists():  # every sweep refused before it wrote a result
+        out.print(f"no results in {out_dir}: nothing was measured")
+    elif out_dir == results_dir / machine.slug:
         written = _draw(results_dir, figures_dir, [machine.slug])
         out.print(f"{sum(p.suffix == '.png' for p in written)} figures in {figures_dir / machine.slug}; report "
                   f"{out_dir / 'REPORT.md'}")
