@@ -41,8 +41,9 @@ import pandas as pd
 from rich.table import Table
 from scipy.stats import mannwhitneyu
 
+from bench import slowdown
 from bench.errors import BenchError
-from bench.results import gated_metrics, key_columns, latest_code, load, schema_for
+from bench.results import gated_metrics, key_columns, latest_code, load, read_sidecar, schema_for
 from bench.suite import get_suite
 
 CALIBRATION = "calibration"
@@ -164,12 +165,17 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
             row = {**point, "metric": metric, "base": absolute["base"].get(key[:-1], np.nan),
                    "new": absolute["new"].get(key[:-1], np.nan), "n_base": len(base_values)}
             new_values = groups["new"].get(key)
-            failed = False  # a quality value of NEW that is not finite where BASE's are: NaN, an error of inf
+            # A quality value of NEW that is not finite where BASE's are: NaN or empty (in every
+            # repeat too: the point and variant are there, their gate would vanish), an error of inf.
+            failed = False
             if new_values is not None and role["gate"] == "tolerance":
                 ratio = new_values["ratio"]
-                failed = not ratio.isna().all() and (~np.isfinite(ratio)).any() and base_finite
+                failed = base_finite and bool((~np.isfinite(ratio)).any())
                 new_values = new_values.dropna(subset=["ratio"])
-            if new_values is None or new_values.empty:  # an empty cell is no value: missing, not unchanged
+                if failed and new_values.empty:
+                    rows.append({**row, "verdict": "WORSE", "n_new": 0})
+                    continue
+            if new_values is None or new_values.empty:  # no row of the point and variant: missing
                 rows.append({**row, "verdict": "MISSING", "n_new": 0})
                 continue
             base_runs, new_runs = _run_medians(base_values), _run_medians(new_values)
@@ -226,13 +232,33 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
     _completed_by_the_installed_suite(schema, registry_schema)
     current = {"NEW": latest_code(new_df, schema), "BASE": latest_code(base_df, schema)}  # the rows compared
     _require_one_machine_type(current["NEW"], current["BASE"], key_columns(schema))
-    threads = {side: _cpu_threads(current[side], sidecar) for side, sidecar in
-               (("NEW", new_sidecar), ("BASE", base_sidecar))}
+    sidecars = {"NEW": new_sidecar, "BASE": base_sidecar}
+    threads = {side: _recorded(current[side], sidecars[side], "numba_threads", "cpu") for side in sidecars}
     if threads["NEW"] and threads["BASE"] and threads["NEW"] != threads["BASE"]:
         raise BenchError(f"NEW's CPU rows ran with {sorted(threads['NEW'])} numba threads, BASE's with "
                          f"{sorted(threads['BASE'])}: a parallel variant's ratio depends on them; measure both "
                          "alike (NUMBA_NUM_THREADS)")
+    for backend in sorted(set(current["NEW"]["backend"]) & set(current["BASE"]["backend"])):
+        jobs = {side: _recorded(current[side], sidecars[side], "calibration", backend) for side in sidecars}
+        if jobs["NEW"] and jobs["BASE"] and jobs["NEW"] != jobs["BASE"]:
+            raise BenchError(f"NEW's {backend} runs timed the calibration job {sorted(jobs['NEW'])}, BASE's "
+                             f"{sorted(jobs['BASE'])}: times over two different jobs do not compare; measure the "
+                             "baseline again with this code")
+    slowed = _recorded(current["BASE"], base_sidecar, "slowdown")
+    if slowed:
+        raise BenchError(f"BASE was measured with {slowdown.ENV}={sorted(slowed)[0]}, variants slowed on purpose (a "
+                         "test knob): it is no baseline")
     return compare(new_df, base_df, schema, new_schema=new_schema, **settings)
+
+
+def suites_in(directory: Path, registered: list[str]) -> list[str]:
+    """The suites whose results lie in a results directory: each <name>.csv beside a sidecar
+    whose schema names that suite, installed here or not, and each registered suite's file
+    (an older one has no sidecar). bench check gates them all: a suite that NEW's code no
+    longer registers must not leave the check unnoticed."""
+    declared = {path.stem for path in directory.glob("*.csv")
+                if (read_sidecar(path.with_suffix(".json")).get("schema") or {}).get("suite") == path.stem}
+    return sorted(declared | {name for name in registered if (directory / f"{name}.csv").exists()})
 
 
 def _require_one_machine_type(new: pd.DataFrame, base: pd.DataFrame, keys: list[str]) -> None:
@@ -267,11 +293,12 @@ def _completed_by_the_installed_suite(schema: dict, registry_schema) -> None:
             role["resolution"] = installed["columns"][name].get("resolution", 0.0)
 
 
-def _cpu_threads(df: pd.DataFrame, sidecar: dict) -> set:
-    """The numba thread counts that the runs of the CPU rows record (empty where none does)."""
-    runs = set(df.loc[df["backend"] == "cpu", "run_id"])
-    return {info["numba_threads"] for run, info in sidecar.get("runs", {}).items()
-            if run in runs and isinstance(info, dict) and info.get("numba_threads") is not None}
+def _recorded(df: pd.DataFrame, sidecar: dict, key: str, backend: str | None = None) -> set:
+    """The values of `key` that the runs of the rows (of `backend`) record in the sidecar
+    (empty where none does: files written before it was recorded)."""
+    runs = set(df["run_id"] if backend is None else df.loc[df["backend"] == backend, "run_id"])
+    return {info[key] for run, info in sidecar.get("runs", {}).items()
+            if run in runs and isinstance(info, dict) and info.get(key) is not None}
 
 
 def _require_pairs(sides: dict, compared: dict, by: list[str], metric: str, reference: str) -> None:
@@ -293,11 +320,14 @@ def _require_pairs(sides: dict, compared: dict, by: list[str], metric: str, refe
         raise BenchError(f"BASE cannot gate {metric} at {point}: NEW has {reference} (the reference) beside it, "
                          "BASE not in the same run and repeat; measure the reference beside every variant, with one "
                          "code version")
-    if metric == "seconds" and "calibration_s" in new and new["calibration_s"].notna().any():
-        own = base.loc[base["variant"] == reference]
-        if "calibration_s" not in own or own["calibration_s"].isna().any():
-            raise BenchError(f"BASE has {reference} rows without calibration_s (measured before the calibration "
-                             "existed?), so the reference's own time cannot be gated: measure the baseline again")
+    if metric != "seconds":
+        return
+    for side, other, frame, other_frame in (("NEW", "BASE", new, base), ("BASE", "NEW", base, new)):
+        own = other_frame.loc[other_frame["variant"] == reference]
+        if "calibration_s" in frame and frame["calibration_s"].notna().any() and \
+                ("calibration_s" not in own or own["calibration_s"].isna().any()):
+            raise BenchError(f"{other} has {reference} rows without calibration_s where {side} has it, so the "
+                             "reference's own time cannot be gated: measure both with the calibration")
 
 
 def reference_for(schema: dict, backend: str) -> str:

@@ -482,7 +482,7 @@ def check(
     --alpha (3 a side), by the threshold alone ("too few" in the p column).
     Exit 0 when nothing regressed, 1 when something regressed or is missing, 2 on bad
     input (also an impossible value: a time that is not positive, a negative count)."""
-    from bench.check import compare_files, exit_code, render_json, render_markdown, render_table, summary
+    from bench.check import compare_files, exit_code, render_json, render_markdown, render_table, suites_in, summary
 
     parse_choices(fmt, ("table", "markdown", "json"), "format")
     for value, name in ((threshold, "--threshold"), (calibration_threshold, "--calibration-threshold")):
@@ -494,7 +494,7 @@ def check(
     if suite is None and new.is_dir():
         if not baseline.is_dir():
             raise BenchError(f"--baseline {baseline}: not a directory, and NEW is one (--suite names one suite)")
-        names = [name for name in suite_names() if (baseline / f"{name}.csv").exists()]
+        names = suites_in(baseline, suite_names())
         if not names:
             raise BenchError(f"--baseline {baseline}: no results of any suite ({', '.join(suite_names())})")
     compared, absent = [], []

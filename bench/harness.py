@@ -32,7 +32,7 @@ from bench import ceilings, envinfo, results, slowdown
 from bench.backend import compiled_kernels
 from bench.errors import BenchError
 from bench.suite import Suite
-from bench.timing import RunContext, calibrate, warm_calibration
+from bench.timing import RunContext, calibrate, calibration_id, warm_calibration
 
 console = Console(stderr=True, soft_wrap=True)  # a line per message, whole, in a CI log too
 
@@ -487,6 +487,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
             "variants": dict(plan.variants), "skipped_variants": plan.skipped_variants,
             "skipped": plan.describe_skips(), "repeats": settings.repeats, "warmup": settings.warmup,
             "max_noise": settings.max_noise, "budget_s": settings.budget_s, "flush_l2": settings.flush_l2,
+            "calibration": calibration_id(plan.backend),
             "clock_monitor": monitor.unavailable_reason if monitor else None,
             "points": len(todo), "status": "running",
             **({"slowdown": os.environ[slowdown.ENV]} if slowdown.factors() else {})}

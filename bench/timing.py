@@ -176,6 +176,25 @@ def calibrate(backend: str) -> dict:
     return {"calibration_s": min(seconds), "copy_gbps": None}
 
 
+def calibration_id(backend: str) -> str:
+    """A fingerprint of the calibration job as this code times it on `backend` (its code and
+    sizes; on a GPU all of bench.peaks and its kernels): `bench check` refuses to compare times
+    over two different jobs, so that a change cannot loosen its own check by changing the job
+    its times are measured against."""
+    import hashlib
+    import inspect
+
+    parts = [inspect.getsource(calibrate)]
+    if backend == "gpu":
+        from bench import peaks
+
+        parts += [inspect.getsource(_gpu_calibration_buffers), repr(GPU_CALIBRATION_BYTES),
+                  inspect.getsource(peaks), peaks.SOURCE.read_text()]
+    else:
+        parts += [inspect.getsource(_cpu_calibration_buffers), repr((CPU_CALIBRATION_SHAPE, CPU_CALIBRATION_TRIES))]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
 def warm_calibration(backend: str) -> None:
     for _ in range(3):
         calibrate(backend)

@@ -123,12 +123,12 @@ def test_quality_gated_by_tolerance_and_direction():
     assert set(better["verdict"]) == {"BETTER"} and exit_code(better) == 0
 
 
-def test_an_empty_quality_value_is_missing_not_same():
+def test_an_empty_quality_value_is_worse_even_where_missing_points_are_allowed():
     base = results(BASE_FACTORS, seed=1, quality=-100.0)
     new = results(BASE_FACTORS, seed=2, quality=float("nan"))
     result = compare(new, base, SCHEMA)
     quality = result[result["metric"] == "final_objective"]
-    assert set(quality["verdict"]) == {"MISSING"} and exit_code(result) == 1
+    assert set(quality["verdict"]) == {"WORSE"} and exit_code(result, allow_missing=True) == 1
 
 
 def test_a_quality_value_that_is_not_finite_in_one_repeat_is_worse():
@@ -159,9 +159,13 @@ def test_base_that_cannot_gate_a_variant_is_bad_input():
     beyond = [df[~((df["variant"] == "alg1") & (df["K"] == 64))] for df in (new, base)]
     result = compare(*beyond, SCHEMA, metrics=["seconds"])
     assert not ((result["K"] == 64) & (result["against"] == "alg1")).any() and set(result["verdict"]) == {"SAME"}
-    # a baseline measured before the calibration existed cannot gate the reference's own time
-    with pytest.raises(BenchError, match="without calibration_s"):
+    # a baseline measured before the calibration existed cannot gate the reference's own time,
+    # nor NEW without it (its reference three times as slow would pass as missing)
+    with pytest.raises(BenchError, match="BASE has alg1 rows without calibration_s where NEW has it"):
         compare(new, base.drop(columns=["calibration_s"]), SCHEMA)
+    slow = results({**BASE_FACTORS, "alg1": 3.0}, seed=2).drop(columns=["calibration_s"])
+    with pytest.raises(BenchError, match="NEW has alg1 rows without calibration_s where BASE has it"):
+        compare(slow, base, SCHEMA)
 
 
 def test_a_run_on_both_sides_is_bad_input():
@@ -204,6 +208,52 @@ def test_cpu_rows_measured_with_other_thread_counts_are_bad_input(tmp_path):
     pd.concat([old, results(BASE_FACTORS, seed=1)]).to_csv(tmp_path / "base" / "lda.csv", index=False)
     update_sidecar(tmp_path / "base" / "lda.json", "r3", {"numba_threads": 16})
     assert len(compare_files(tmp_path / "new", tmp_path / "base", "lda"))
+
+
+def _sides(tmp_path, base_run: dict, new_run: dict, new_factors=BASE_FACTORS) -> None:
+    from bench.results import update_sidecar
+
+    for side, seed, factors, info in (("base", 1, BASE_FACTORS, base_run), ("new", 2, new_factors, new_run)):
+        (tmp_path / side).mkdir(parents=True, exist_ok=True)
+        results(factors, seed=seed).to_csv(tmp_path / side / "lda.csv", index=False)
+        update_sidecar(tmp_path / side / "lda.json", f"r{seed}", info, schema=SCHEMA)
+
+
+def test_times_over_two_calibration_jobs_are_bad_input(tmp_path):
+    """A change to the calibration job (its size, say) would move the reference's time over it:
+    a change could loosen its own check so."""
+    from bench.check import compare_files
+    from bench.timing import calibration_id
+
+    _sides(tmp_path, {"calibration": "job-a"}, {"calibration": "job-b"})
+    with pytest.raises(BenchError, match=r"NEW's cpu runs timed the calibration job \['job-b'\], BASE's"):
+        compare_files(tmp_path / "new", tmp_path / "base", "lda")
+    _sides(tmp_path, {"calibration": "job-a"}, {"calibration": "job-a"})
+    assert len(compare_files(tmp_path / "new", tmp_path / "base", "lda"))
+    assert calibration_id("cpu") != calibration_id("gpu") and calibration_id("cpu") == calibration_id("cpu")
+
+
+def test_a_baseline_measured_slowed_on_purpose_is_bad_input(tmp_path):
+    from bench.check import compare_files
+
+    _sides(tmp_path, {"slowdown": "*=2"}, {}, new_factors={"alg4": 1.1, "alg7": 0.9})
+    with pytest.raises(BenchError, match=r"BASE was measured with BENCH_SLOWDOWN=\*=2.*no baseline"):
+        compare_files(tmp_path / "new", tmp_path / "base", "lda")
+    _sides(tmp_path / "detection", {}, {"slowdown": "*=2"})  # NEW slowed: how detection is measured
+    assert len(compare_files(tmp_path / "detection" / "new", tmp_path / "detection" / "base", "lda"))
+
+
+def test_a_directorys_suites_are_those_of_its_files_installed_or_not(tmp_path):
+    from bench.check import suites_in
+    from bench.results import update_sidecar
+
+    renamed = {**SCHEMA, "suite": "gone"}
+    results(BASE_FACTORS, seed=1).to_csv(tmp_path / "gone.csv", index=False)
+    update_sidecar(tmp_path / "gone.json", None, schema=renamed)
+    results(BASE_FACTORS, seed=1).to_csv(tmp_path / "lda.csv", index=False)  # an older file: no sidecar
+    (tmp_path / "detection-lda.csv").write_text("a\n1\n")
+    (tmp_path / "gone-series.csv").write_text("a\n1\n")
+    assert suites_in(tmp_path, ["lda", "sumrv"]) == ["gone", "lda"]
 
 
 def test_results_of_another_machine_type_are_bad_input(tmp_path):
