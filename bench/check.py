@@ -264,11 +264,11 @@ def suites_in(directory: Path, registered: list[str]) -> list[str]:
 def _require_one_machine_type(new: pd.DataFrame, base: pd.DataFrame, keys: list[str]) -> None:
     """BenchError at the first point (and variant) that NEW and BASE both hold, measured on
     two machine types (their rows' `machine`): the calibration cancels a slower machine of a
-    type, not another GPU or CPU. Files written before rows named their machine pass."""
+    type, not another GPU or CPU. Rows written before rows named their machine pass."""
     by = [*keys, "variant"]
     if "machine" not in new or "machine" not in base:
         return
-    sides = [df[[*by, "machine"]].astype(str).drop_duplicates() for df in (new, base)]
+    sides = [df.loc[df["machine"].notna(), [*by, "machine"]].astype(str).drop_duplicates() for df in (new, base)]
     both = sides[0].merge(sides[1], on=by, suffixes=("_new", "_base"))
     other = both[both["machine_new"] != both["machine_base"]]
     if len(other):

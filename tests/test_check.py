@@ -274,6 +274,9 @@ def test_results_of_another_machine_type_are_bad_input(tmp_path):
     new.to_csv(tmp_path / "new" / "lda.csv", index=False)
     with pytest.raises(BenchError, match="K=32, variant=alg1: NEW was measured on nvidia-h200, BASE on nvidia-h100"):
         compare_files(tmp_path / "new", tmp_path / "base", "lda")
+    # rows that name no machine (written before rows named it) are not compared
+    results(BASE_FACTORS, seed=2).assign(machine=None).to_csv(tmp_path / "new" / "lda.csv", index=False)
+    assert len(compare_files(tmp_path / "new", tmp_path / "base", "lda"))
     results(BASE_FACTORS, seed=2).assign(machine="nvidia-h200").to_csv(tmp_path / "new" / "lda.csv", index=False)
     # older code measured elsewhere is not compared and does not count
     old = results(BASE_FACTORS, seed=3).assign(code_version="b", timestamp="2025-12-01T00:00:00+00:00")
