@@ -161,9 +161,12 @@ def test_strip_takes_the_systolic_kernel_where_it_was_measured_faster():
                                           (256, 256, 65536, "f32", "log")]:
         assert not gpu.systolic_applies(m, n, batch, precision, space), (m, n, batch, precision, space)
     for precision, (smallest, largest) in gpu.SYSTOLIC_SIZES.items():  # every size it takes fits
-        assert gpu.systolic_shape(smallest, smallest, precision) and gpu.systolic_shape(largest, largest, precision)
-    assert gpu.systolic_shape(24, 1000, "f32")[0] == 16  # two blocks of p, in a team of 16: the pairs fit
-    assert gpu.systolic_shape(520, 520, "f32") is None  # more blocks of p than a warp has lanes
+        assert gpu.systolic_config(smallest, smallest, precision) and gpu.systolic_config(largest, largest, precision)
+    # f32: blocks of 8 outputs a lane where p has at most 32 of them, else of 16
+    assert gpu.systolic_config(256, 256, "f32")[:3] == (128, 8, 32)
+    assert gpu.systolic_config(257, 257, "f32")[:3] == (96, 16, 32)
+    assert gpu.systolic_config(24, 1000, "f32")[:3] == (128, 8, 16)  # three blocks of p, a team of 16: the pairs fit
+    assert gpu.systolic_config(520, 520, "f32") is None  # more blocks of p than a warp has lanes
 
 
 def test_log_space_splits_j_sooner_an_exp_a_term(monkeypatch):

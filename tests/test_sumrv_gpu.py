@@ -107,14 +107,18 @@ def test_strip_with_a_warp_per_pair_is_exact_on_dyadic_inputs_and_within_the_log
             assert np.array_equal(got, expected), view
 
 
-@pytest.mark.parametrize("batch, m, n", [(3, 64, 64), (5, 256, 256), (40, 128, 128), (2, 100, 37), (4, 37, 300),
-                                         (2, 24, 1000), (3, 250, 700), (2, 1, 1), (3, 17, 1)])
-@pytest.mark.parametrize("precision", ["f32", "f64"])
+SYSTOLIC_SHAPES = [(3, 64, 64), (5, 256, 256), (40, 128, 128), (2, 100, 37), (4, 37, 300), (2, 24, 1000),
+                   (3, 250, 700), (2, 1, 1), (3, 17, 1)]
+
+
+@pytest.mark.parametrize("batch, m, n, precision", [(*shape, precision) for precision in ("f32", "f64")
+                                                    for shape in SYSTOLIC_SHAPES] +
+                         [(3, 300, 520, "f32"), (2, 512, 512, "f32"), (7, 700, 260, "f32")])  # f32 in blocks of 16
 def test_systolic_strip_is_exact_on_dyadic_inputs(cupy, batch, m, n, precision):
-    """The systolic strip kernels (forced at any batch): either row the shorter, teams of 1 to 32
-    lanes, teams wider than p's blocks (a block's pairs would not fit its shared memory: 24 x
-    1000), a warp's last teams without a pair, and row-strided views."""
-    assert gpu.systolic_shape(min(m, n), max(m, n), precision)
+    """The systolic strip kernels (forced at any batch), each configuration: either row the
+    shorter, teams of 1 to 32 lanes, teams wider than p's blocks (a block's pairs would not fit
+    its shared memory: 24 x 1000), a warp's last teams without a pair, and row-strided views."""
+    assert gpu.systolic_config(min(m, n), max(m, n), precision)
     p, q = make_inputs(batch, m, n, precision, "dyadic", [m, n, 9])
     expected = cpu.reference(p, q, False)
     strided = cupy.zeros((batch, m + 5), dtype=p.dtype)

@@ -50,7 +50,10 @@ WHOLE_BATCH, WHOLE_MIN, WHOLE_VALUES = 4096, 128, 1024
 # slower at batch 1024 and at f32 m = n = 64 with batch 16384. Blocks of 3 warps, not 4: the
 # grid's last wave is fuller (f32 m = n = 256, batch 16384: 3.1 waves of 4-warp blocks, the
 # last a tenth full), 0.88-1.02x the time of 4-warp blocks, 0.97-0.99x at most shapes (H200).
-SYSTOLIC = {"f32": (96, 16), "f64": (96, 8)}
+# In f32, rows of up to 256 values (32 lanes of 8) take blocks of 8 outputs a lane in 4 warps, a
+# warp a pair (55 registers, not 94): 1.03-1.18x faster at m = n = 128 and 200, 1.04x at 256 with
+# batch 16384, alike at 256 from batch 32768 (H200, kernels/NOTES.md). The first that fits.
+SYSTOLIC = {"f32": ((128, 8), (96, 16)), "f64": ((96, 8),)}
 SYSTOLIC_SHARED = 96 << 10
 SYSTOLIC_BATCH, SYSTOLIC_SIZES = 16384, {"f32": (128, 512), "f64": (64, 256)}
 # Where a launch would have fewer than MIN_WARPS_PER_SM warp strips per SM, the j range is
@@ -165,22 +168,23 @@ def systolic_applies(m: int, n: int, batch: int, precision: str, space: str) -> 
     return space == "lin" and batch >= SYSTOLIC_BATCH and m == n and smallest <= m <= largest
 
 
-def systolic_shape(m: int, n: int, precision: str) -> tuple[int, int] | None:
-    """(team, shared values a pair) of the systolic strip for rows of m <= n values: a lane a
-    block of p, the team a power of two, wider where the block's pairs would not fit
-    SYSTOLIC_SHARED (lanes past p's blocks add zeros); None where none fits."""
-    per_block = SYSTOLIC[precision][1]
-    p_blocks, d_max = -(-m // per_block), (n + per_block - 2) // per_block
-    if p_blocks > 32:
-        return None
-    team = 1 << (p_blocks - 1).bit_length()
+def systolic_config(m: int, n: int, precision: str) -> tuple[int, int, int, int] | None:
+    """(threads, outputs a block R, team, shared values a pair) of the systolic strip for rows of
+    m <= n values: the first of the precision's SYSTOLIC configurations where p's blocks of R
+    fit a warp's lanes; a lane a block of p, the team a power of two, wider where the block's
+    pairs would not fit SYSTOLIC_SHARED (lanes past p's blocks add zeros). None where none fits."""
     itemsize = 8 if precision == "f64" else 4
-    while team <= 32:
-        blocks = team + d_max + 1  # of the outputs, padded by 16 bytes each
-        values = (d_max + 3) * per_block + blocks * per_block + blocks * (16 // itemsize)
-        if SYSTOLIC[precision][0] // team * values * itemsize <= SYSTOLIC_SHARED:
-            return team, values
-        team *= 2
+    for threads, per_block in SYSTOLIC[precision]:
+        p_blocks, d_max = -(-m // per_block), (n + per_block - 2) // per_block
+        if p_blocks > 32:
+            continue
+        team = 1 << (p_blocks - 1).bit_length()
+        while team <= 32:
+            blocks = team + d_max + 1  # of the outputs, padded by 16 bytes each
+            values = (d_max + 3) * per_block + blocks * per_block + blocks * (16 // itemsize)
+            if threads // team * values * itemsize <= SYSTOLIC_SHARED:
+                return threads, per_block, team, values
+            team *= 2
     return None
 
 
@@ -196,8 +200,7 @@ def _systolic_launch(batch: int, m: int, n: int, dtype: np.dtype) -> tuple:
     """The systolic kernel's launch for a shape (kernel, grid, block, dynamic shared memory, its
     scalar arguments), planned once, as _strip_launch."""
     precision = PRECISION[np.dtype(dtype)]
-    threads, per_block = SYSTOLIC[precision]
-    team, values = systolic_shape(m, n, precision)
+    threads, per_block, team, values = systolic_config(m, n, precision)
     pairs_per_block = threads // 32 * (32 // team)
     launch = kernel(f"sumrv_strip_systolic_{threads}x{per_block}_{precision}_lin")
     shared = pairs_per_block * values * np.dtype(dtype).itemsize
@@ -244,7 +247,7 @@ def _strip_path(p, q, log: bool, configs: tuple | None = None, shift: bool | Non
             else "strip"
     if systolic is None:
         systolic = configs is None and systolic_applies(m, n, batch, precision, "lin")
-    return "systolic" if systolic and systolic_shape(min(m, n), max(m, n), precision) else "strip"
+    return "systolic" if systolic and systolic_config(min(m, n), max(m, n), precision) else "strip"
 
 
 def _planned_strip(p, q, log: bool, configs: tuple | None = None, pointers: bool = True) -> tuple:
@@ -580,7 +583,7 @@ def kernel_names() -> list[str]:
         whole = (WHOLE[precision, space],) if (precision, space) in WHOLE else ()
         names += [f"sumrv_strip_{t}x{r}x{c}x{g}_{precision}_{space}" for t, r, c, g in configs + whole]
         if space == "lin":
-            names.append("sumrv_strip_systolic_{}x{}_{}_lin".format(*SYSTOLIC[precision], precision))
+            names += [f"sumrv_strip_systolic_{t}x{r}_{precision}_lin" for t, r in SYSTOLIC[precision]]
             names += [f"sumrv_fft_{k}_{precision}" for k in ("pad", "multiply")]
     return names
 

@@ -585,13 +585,13 @@ CLAIMS = (
               "the shared-memory loads and the padding's FMAs, not the grid, bind it (a scratch comparison of 64 "
               "outputs a strip, R = 8 or R = 16 in 8 groups, and blocks of 64 or 256 threads found none faster); "
               "(4) from batch 16384 the systolic strip issues FMAs on the padding only at the edges of the "
-              "parallelogram of terms (the profile's useful against issued FMAs at batch 65536), and instruction "
-              "issue binds it, its warps waiting most on the FFMAs' dispatch, with under a third of the warps "
-              "resident (its registers); at batch 16384 the grid's last wave is mostly empty: in blocks of 4 "
-              "warps (8 pairs) its 2048 blocks were 3.1 waves of the 660 that fit the GPU at once, and the fourth, "
-              "a tenth full, took 0.4 of a whole wave's time (the kernel alone: 71.6 µs at batch 15840, three "
-              "whole waves, 81.4 µs at 16384); blocks of 3 warps (6 pairs, 6 an SM: 3.4 waves) took 0.98x that: "
-              "kernels/NOTES.md.",
+              "parallelogram of terms (the profile's useful against issued FMAs at batch 65536); in blocks of 8 "
+              "outputs a lane, a warp a pair (55 registers, half its warps resident), instruction issue binds it, "
+              "its issue slots mostly busy, two fifths of its instructions not FMAs (the shared-memory loads of its "
+              "register tiles, twice as many a multiply-add as blocks of 16 outputs need, which had a quarter of "
+              "the warps resident and waited on the FFMAs' dispatch); at batch 16384 the grid's last wave is "
+              "part full, and whole waves run at 0.48-0.51 of the peak, so no block size tried reached 0.5 there "
+              "(blocks of 16 outputs in 3 warps 0.45, of 8 in 4 warps 0.47): kernels/NOTES.md.",
           recipe="mn-grid"),
     Claim("call-cost",
           "Ours: at m = n = 256 a GPU call's fixed cost (CuPy's Python, allocation and launch: about 15 µs) "

@@ -520,7 +520,7 @@ __device__ __forceinline__ void store_window(T* buffer, const T (&w)[R]) {
 // no lane has stored (zeros). Lane 0's block d is then whole, and no lane stores it again.
 // Every lane does d_max + 1 tiles, all meeting the parallelogram of terms (the zero padding
 // only where a tile straddles its edges), and reads the same q window (a broadcast), the last
-// round's upper half. Dynamic shared memory, per pair (gpu.systolic_shape): q from -R, zeros
+// round's upper half. Dynamic shared memory, per pair (gpu.systolic_config): q from -R, zeros
 // past its ends, then the outputs (padded as in strip: the lanes' blocks meet no bank twice).
 template <typename T, int NT, int R>
 __device__ void strip_systolic(const T* p, long long ldp, const T* q, long long ldq, T* r, long long ldr, int m,
@@ -721,9 +721,10 @@ __device__ void fft_multiply(T2* spectra, T scale, long long count) {
       const unsigned char *done, int m, int n, long long batch, int splits, int split_len, int vector) {     \
     strip_whole<T, NT, R, G, LOG>(p, ldp, q, ldq, r, ldr, done, m, n, batch, vector);                        \
   }
-// The systolic strip (gpu.py's SYSTOLIC): blocks of 3 warps (finer waves than 4). Not capped: at
-// six blocks of 4 warps an SM (80 registers) it ran up to 8% faster in f64 (H200, m = n = 128 and
-// 256) but spilled 20-52 bytes.
+// The systolic strip (gpu.py's SYSTOLIC): blocks of 3 warps (finer waves than 4), and in f32 for
+// rows of up to 256 values 4 warps of R = 8. Not capped: at six blocks of 4 warps an SM (80
+// registers) the 3-warp kernel ran up to 8% faster in f64 (H200, m = n = 128 and 256) but
+// spilled 20-52 bytes.
 #define STRIP_SYSTOLIC(T, PREC, NT, R)                                                                       \
   extern "C" __global__ void __launch_bounds__(NT) sumrv_strip_systolic_##NT##x##R##_##PREC##_lin(             \
       const T *p, long long ldp, const T *q, long long ldq, T *r, long long ldr, int m, int n, long long batch, \
@@ -759,7 +760,7 @@ STRIP(double, f64, lin, false, 128, 8, 256, 2)
 STRIP(float, f32, log, true, 128, 4, 128, 4) STRIP(double, f64, log, true, 128, 4, 128, 4)
 STRIP_WHOLE(float, f32, lin, false, 128, 16, 4) STRIP_WHOLE(double, f64, lin, false, 128, 8, 4)
 STRIP_WHOLE(float, f32, log, true, 128, 4, 4)
-STRIP_SYSTOLIC(float, f32, 96, 16) STRIP_SYSTOLIC(double, f64, 96, 8)
+STRIP_SYSTOLIC(float, f32, 128, 8) STRIP_SYSTOLIC(float, f32, 96, 16) STRIP_SYSTOLIC(double, f64, 96, 8)
 SHIFTS(float, f32)
 SHIFTS(double, f64)
 FFT(float, float2, f32)
