@@ -52,7 +52,8 @@ WHOLE_BATCH, WHOLE_MIN, WHOLE_VALUES = 4096, 128, 1024
 # last a tenth full), 0.88-1.02x the time of 4-warp blocks, 0.97-0.99x at most shapes (H200).
 # In f32, rows of up to 256 values (32 lanes of 8) take blocks of 8 outputs a lane in 4 warps, a
 # warp a pair (55 registers, not 94): 1.03-1.18x faster at m = n = 128 and 200, 1.04x at 256 with
-# batch 16384, alike at 256 from batch 32768 (H200, kernels/NOTES.md). The first that fits.
+# batch 16384, alike at 256 from batch 32768, and after one barrier a round took the place of two,
+# 1.04-1.06x faster at 256 (H200, kernels/NOTES.md). The first that fits.
 SYSTOLIC = {"f32": ((128, 8), (96, 16)), "f64": ((96, 8),)}
 SYSTOLIC_SHARED = 96 << 10
 SYSTOLIC_BATCH, SYSTOLIC_SIZES = 16384, {"f32": (128, 512), "f64": (64, 256)}

@@ -587,11 +587,11 @@ CLAIMS = (
               "(4) from batch 16384 the systolic strip issues FMAs on the padding only at the edges of the "
               "parallelogram of terms (the profile's useful against issued FMAs at batch 65536); in blocks of 8 "
               "outputs a lane, a warp a pair (55 registers, half its warps resident), instruction issue binds it, "
-              "its issue slots mostly busy, two fifths of its instructions not FMAs (the shared-memory loads of its "
-              "register tiles, twice as many a multiply-add as blocks of 16 outputs need, which had a quarter of "
-              "the warps resident and waited on the FFMAs' dispatch); at batch 16384 the grid's last wave is "
-              "part full, and whole waves run at 0.48-0.51 of the peak, so no block size tried reached 0.5 there "
-              "(blocks of 16 outputs in 3 warps 0.45, of 8 in 4 warps 0.47): kernels/NOTES.md.",
+              "its issue slots mostly busy, a third of its instructions not FMAs (the shared-memory loads and "
+              "stores of its register tiles, twice as many a multiply-add as blocks of 16 outputs need, which had "
+              "a quarter of the warps resident and waited on the FFMAs' dispatch; one barrier a round, not two, "
+              "took 7% of its instructions away); at batch 16384 the grid's last wave is part full: "
+              "kernels/NOTES.md.",
           recipe="mn-grid"),
     Claim("call-cost",
           "Ours: at m = n = 256 a GPU call's fixed cost (CuPy's Python, allocation and launch: about 15 µs) "

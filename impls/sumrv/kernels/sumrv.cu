@@ -552,13 +552,16 @@ __device__ void strip_systolic(const T* p, long long ldp, const T* q, long long 
     }
     wait_copies();
     __syncwarp();
-    // Round d: the tile, then the lane's block stored and the next lane's taken.
+    // Round d: the tile, then the lane's block stored and the next lane's taken. A block that
+    // a lane takes in round d it stores next in round d + 1, and no other lane touches it
+    // between: one barrier a round (the stores before the loads). Blocks lie STRIDE apart.
+    constexpr int STRIDE = R + per16<T>();
+    T* const first_block = out + member * STRIDE;
     auto round = [&](int d, const T(&lower)[R], const T(&upper)[R]) {
       step<T, R, 1, false>(acc, c, pj, lower, upper);
-      store_window(out + padded<T, R>((member + d) * R), acc);
+      store_window(first_block + d * STRIDE, acc);
       __syncwarp();
-      load_window<true>(acc, out, (member + d + 1) * R);
-      __syncwarp();  // read before the next round's stores
+      load_window<false>(acc, first_block + (d + 1) * STRIDE, 0);
     };
     // lo / hi hold q at R d - R + s / R d + s: round d + 1's lo is round d's hi.
     load_window<false>(lo, sq, 0);
