@@ -6,9 +6,10 @@ Each gated metric is gated as its schema says:
   time (`seconds`), the reference's own time over the calibration measured in the
   same repeat, which catches a regression of the reference or of every variant at
   once, with a threshold of its own.
-- "tolerance": the value itself (a quality metric, the median over every run), worse
+- "tolerance": the value itself (a quality metric, its worst over every run's repeats,
+  in its own direction: a median would hide a repeat that failed now and then), worse
   by more than the metric's relative tolerance (no significance test: a quality
-  metric is often deterministic), relative to the baseline's value or to the metric's
+  metric is often deterministic), relative to the baseline's worst or to the metric's
   resolution where that is larger (an error of 0 against one of 1e-14: rounding).
 Every run of a point measured with the latest code version counts (a run is one
 process; on a shared machine a whole process can be slowed), and a side's ratio is
@@ -137,7 +138,10 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
     rows = []
     for metric, role in gated.items():
         sides = {side: _prepare(df, schema, side.upper(), metric) for side, df in (("base", base), ("new", new))}
-        absolute = {side: df.groupby(by, dropna=False)[metric].median() for side, df in sides.items()}
+        # A time's medians; a quality value's worst (in its own direction), which the gate compares:
+        # a median would hide a repeat that failed now and then.
+        summarize = "median" if role["gate"] == "ratio" else "max" if role["better"] == "lower" else "min"
+        absolute = {side: df.groupby(by, dropna=False)[metric].agg(summarize) for side, df in sides.items()}
         if role["gate"] == "ratio":
             parts = {side: dict(iter(df.groupby("backend"))) for side, df in sides.items()}
             for side, by_backend in parts.items():
@@ -182,8 +186,9 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
             base_sample, new_sample = _samples(base_values, new_values, base_runs, new_runs, alpha)
             p_value = _p(base_sample, new_sample)
             if role["gate"] == "tolerance":
-                # Quality: worse by more than the tolerance, relative to the baseline's size.
-                base_ratio, new_ratio = base_values["ratio"].median(), new_values["ratio"].median()
+                # Quality: each side's worst, worse by more than the tolerance, relative to the
+                # baseline's size.
+                base_ratio, new_ratio = base_values["ratio"].agg(summarize), new_values["ratio"].agg(summarize)
                 change = new_ratio / base_ratio if base_ratio else np.nan
                 step = (new_ratio - base_ratio) * (1 if role["better"] == "higher" else -1)
                 allowed = role["tolerance"] * max(abs(base_ratio), role.get("resolution", 0.0))

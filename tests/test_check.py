@@ -123,6 +123,14 @@ def test_quality_gated_by_tolerance_and_direction():
     assert set(better["verdict"]) == {"BETTER"} and exit_code(better) == 0
 
 
+def test_a_quality_value_that_fails_in_some_repeats_is_worse_whatever_the_median():
+    base = results(BASE_FACTORS, seed=1, quality=-100.0)
+    new = results(BASE_FACTORS, seed=2, quality=-100.0)
+    new.loc[new["repeat"] < 2, "final_objective"] = -1000.0  # two repeats of eight failed
+    result = compare(new, base, SCHEMA, metrics=["final_objective"])
+    assert set(result["verdict"]) == {"WORSE"} and set(result["new"]) == {-1000.0}
+
+
 def test_an_empty_quality_value_is_worse_even_where_missing_points_are_allowed():
     base = results(BASE_FACTORS, seed=1, quality=-100.0)
     new = results(BASE_FACTORS, seed=2, quality=float("nan"))
