@@ -26,9 +26,10 @@ baseline that are missing from the new file are regressions too, unless allowed.
 BASE's schema gates (a change cannot loosen its own check by declaring its metrics anew; what
 an older baseline's schema lacks comes from the installed suite), each backend's rows over its
 own reference. Where NEW has a variant beside its reference in one run and repeat, BASE must
-have it so too (and a calibration where NEW has one), else the gate would silently vanish:
-bad input. NEW must be measured apart from BASE (no run of both); a quality value of NEW that
-is not finite where BASE's are is WORSE, whatever its median.
+have it so too (and each side a calibration where the other has one), else the gate would
+silently vanish: bad input. NEW must be measured apart from BASE (no run of both), over the same
+calibration job (its runs' fingerprints), and BASE not slowed on purpose (BENCH_SLOWDOWN); a
+quality value of NEW that is not finite where BASE's are is WORSE, whatever the others.
 """
 
 from __future__ import annotations
