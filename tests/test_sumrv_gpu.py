@@ -108,7 +108,7 @@ def test_strip_with_a_warp_per_pair_is_exact_on_dyadic_inputs_and_within_the_log
 
 
 SYSTOLIC_SHAPES = [(3, 64, 64), (5, 256, 256), (40, 128, 128), (2, 100, 37), (4, 37, 300), (2, 24, 1000),
-                   (3, 250, 700), (2, 1, 1), (3, 17, 1)]
+                   (3, 250, 700), (2, 1, 1), (3, 17, 1), (3, 64, 101)]
 
 
 @pytest.mark.parametrize("batch, m, n, precision", [(*shape, precision) for precision in ("f32", "f64")
@@ -117,14 +117,22 @@ SYSTOLIC_SHAPES = [(3, 64, 64), (5, 256, 256), (40, 128, 128), (2, 100, 37), (4,
 def test_systolic_strip_is_exact_on_dyadic_inputs(cupy, batch, m, n, precision):
     """The systolic strip kernels (forced at any batch), each configuration: either row the
     shorter, teams of 1 to 32 lanes, teams wider than p's blocks (a block's pairs would not fit
-    its shared memory: 24 x 1000), a warp's last teams without a pair, and row-strided views."""
+    its shared memory: 24 x 1000), a warp's last teams without a pair, and row-strided views:
+    rows that start off 16 bytes (q staged a value at a time) and rows that start on 16 bytes
+    with a length of no whole vectors (q's last vector staged a value at a time)."""
     assert gpu.systolic_config(min(m, n), max(m, n), precision)
     p, q = make_inputs(batch, m, n, precision, "dyadic", [m, n, 9])
     expected = cpu.reference(p, q, False)
-    strided = cupy.zeros((batch, m + 5), dtype=p.dtype)
-    strided[:, 2:-3] = cupy.asarray(p)
-    for p_view in (cupy.asarray(p), strided[:, 2:-3]):
-        got = gpu.strip(p_view, cupy.asarray(q), False, systolic=True).get()
+
+    def strided(a, start: int, width: int):
+        buffer = cupy.zeros((batch, width), dtype=a.dtype)
+        buffer[:, start:start + a.shape[1]] = cupy.asarray(a)
+        return buffer[:, start:start + a.shape[1]]
+
+    aligned = -(-(n + 1) // 4) * 4  # whole vectors of 16 bytes in either precision
+    for p_view, q_view in ((cupy.asarray(p), cupy.asarray(q)), (strided(p, 2, m + 5), cupy.asarray(q)),
+                           (cupy.asarray(p), strided(q, 0, aligned)), (strided(p, 0, m + 3), strided(q, 1, n + 6))):
+        got = gpu.strip(p_view, q_view, False, systolic=True).get()
         assert got.dtype == p.dtype and np.array_equal(got, expected)
 
 

@@ -190,10 +190,12 @@ def systolic_config(m: int, n: int, precision: str) -> tuple[int, int, int, int]
 
 
 def _launch_systolic(planned: tuple, r, p, q) -> None:
-    """The systolic kernel's launch planned by _systolic_launch, for p the shorter row."""
+    """The systolic kernel's launch planned by _systolic_launch, for p the shorter row; q staged 16
+    bytes a copy where its rows are 16-byte aligned."""
     launch, grid, block, shared, sizes = planned
+    vector = (q.data.ptr | q.strides[0]) % 16 == 0
     launch(grid, block, (p, np.int64(p.strides[0] // p.itemsize), q, np.int64(q.strides[0] // q.itemsize), r,
-                         np.int64(r.strides[0] // r.itemsize), *sizes), shared_mem=shared)
+                         np.int64(r.strides[0] // r.itemsize), *sizes, np.int32(vector)), shared_mem=shared)
 
 
 @cache

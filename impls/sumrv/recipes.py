@@ -590,8 +590,8 @@ CLAIMS = (
               "its issue slots mostly busy, a third of its instructions not FMAs (the shared-memory loads and "
               "stores of its register tiles, twice as many a multiply-add as blocks of 16 outputs need, which had "
               "a quarter of the warps resident and waited on the FFMAs' dispatch; one barrier a round, not two, "
-              "took 7% of its instructions away); at batch 16384 the grid's last wave is part full: "
-              "kernels/NOTES.md.",
+              "took 7% of its instructions away, and q staged 16 bytes a copy with the write-back by a pointer "
+              "step another 5%); at batch 16384 the grid's last wave is part full: kernels/NOTES.md.",
           recipe="mn-grid"),
     Claim("call-cost",
           "Ours: at m = n = 256 a GPU call's fixed cost (CuPy's Python, allocation and launch: about 15 µs) "

@@ -478,8 +478,9 @@ __device__ void strip_whole(const T* p, long long ldp, const T* q, long long ldq
   }
 }
 
-// A value of a row copied to shared memory, asynchronously where the architecture allows
-// (sm_80 on: no register held, every copy of a row in flight at once; wait_copies waits).
+// A value (or a 16-byte vector) of a row copied to shared memory, asynchronously where the
+// architecture allows (sm_80 on: no register held, every copy of a row in flight at once;
+// wait_copies waits).
 template <typename T>
 __device__ __forceinline__ void copy_async(T* shared, const T* global) {
 #if __CUDA_ARCH__ >= 800
@@ -522,10 +523,12 @@ __device__ __forceinline__ void store_window(T* buffer, const T (&w)[R]) {
 // only where a tile straddles its edges), and reads the same q window (a broadcast), the last
 // round's upper half. Dynamic shared memory, per pair (gpu.systolic_config): q from -R, zeros
 // past its ends, then the outputs (padded as in strip: the lanes' blocks meet no bank twice).
+// VECTOR (q's rows 16-byte aligned): q staged 16 bytes a copy where a vector lies within the row.
 template <typename T, int NT, int R>
 __device__ void strip_systolic(const T* p, long long ldp, const T* q, long long ldq, T* r, long long ldr, int m,
-                               int n, long long batch, int team) {
-  constexpr int WARPS = NT / WARP;
+                               int n, long long batch, int team, bool vector) {
+  constexpr int WARPS = NT / WARP, P = per16<T>(), STRIDE = R + P;  // output blocks lie STRIDE apart
+  typedef typename Vec<T>::type V;
   extern __shared__ __align__(16) unsigned char systolic_shared[];
   const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, teams = WARP / team;
   const int member = lane % team, mine = lane / team;
@@ -538,11 +541,19 @@ __device__ void strip_systolic(const T* p, long long ldp, const T* q, long long 
     const long long b = first + mine;
     const bool pair = b < batch;
     __syncwarp();  // the previous pairs are no longer read
+    const T* const qb = q + b * ldq;
     if (pair)
-      for (int x = member - R; x < (d_max + 1) * R; x += team)  // sq[x + R] = q at x
-        if ((unsigned)x < (unsigned)n) copy_async(sq + x + R, q + b * ldq + x);
-        else sq[x + R] = T(0);
-    for (int v = member; v < out_values; v += team) out[v] = T(0);
+      for (int x = (member - R / P) * P; x < (d_max + 1) * R; x += team * P) {  // sq[x + R] = q at x
+        if (vector && x >= 0 && x + P <= n) {
+          copy_async(reinterpret_cast<V*>(sq + x + R), reinterpret_cast<const V*>(qb + x));
+          continue;
+        }
+#pragma unroll
+        for (int k = 0; k < P; ++k)
+          if ((unsigned)(x + k) < (unsigned)n) copy_async(sq + x + k + R, qb + x + k);
+          else sq[x + k + R] = T(0);
+      }
+    for (int v = member * P; v < out_values; v += team * P) *reinterpret_cast<V*>(out + v) = Vec<T>::splat(T(0));
     T pj[R], acc[R], c[R], lo[R], hi[R];
 #pragma unroll
     for (int k = 0; k < R; ++k) {
@@ -554,8 +565,7 @@ __device__ void strip_systolic(const T* p, long long ldp, const T* q, long long 
     __syncwarp();
     // Round d: the tile, then the lane's block stored and the next lane's taken. A block that
     // a lane takes in round d it stores next in round d + 1, and no other lane touches it
-    // between: one barrier a round (the stores before the loads). Blocks lie STRIDE apart.
-    constexpr int STRIDE = R + per16<T>();
+    // between: one barrier a round (the stores before the loads).
     T* const first_block = out + member * STRIDE;
     auto round = [&](int d, const T(&lower)[R], const T(&upper)[R]) {
       step<T, R, 1, false>(acc, c, pj, lower, upper);
@@ -573,8 +583,13 @@ __device__ void strip_systolic(const T* p, long long ldp, const T* q, long long 
       round(d + 1, hi, lo);
       load_window<false>(hi, sq, (d + 3) * R);
     }
-    if (pair)
-      for (int v = member; v < L; v += team) r[b * ldr + v] = out[padded<T, R>(v)];
+    if (pair) {
+      T* const rb = r + b * ldr;
+      if (team % R == 0)  // padded(v + team) = padded(v) + team / R * STRIDE: a pointer's step
+        for (int v = member, s = padded<T, R>(member); v < L; v += team, s += team / R * STRIDE) rb[v] = out[s];
+      else
+        for (int v = member; v < L; v += team) rb[v] = out[padded<T, R>(v)];
+    }
   }
 }
 
@@ -731,8 +746,8 @@ __device__ void fft_multiply(T2* spectra, T scale, long long count) {
 #define STRIP_SYSTOLIC(T, PREC, NT, R)                                                                       \
   extern "C" __global__ void __launch_bounds__(NT) sumrv_strip_systolic_##NT##x##R##_##PREC##_lin(             \
       const T *p, long long ldp, const T *q, long long ldq, T *r, long long ldr, int m, int n, long long batch, \
-      int team) {                                                                                            \
-    strip_systolic<T, NT, R>(p, ldp, q, ldq, r, ldr, m, n, batch, team);                                     \
+      int team, int vector) {                                                                                \
+    strip_systolic<T, NT, R>(p, ldp, q, ldq, r, ldr, m, n, batch, team, vector);                             \
   }
 #define SHIFTS(T, PREC)                                                                                     \
   extern "C" __global__ void sumrv_shift_exp_##PREC(const T *p, const T *q, T *p_out, T *q_out, T *stats,    \
