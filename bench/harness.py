@@ -471,6 +471,9 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     run_id = new_run_id()
 
     suite.check(plan.points)
+    # The results file's size before its rows are read: rows another process appends after this
+    # are read again before the point they may be (taken later, the size could include them unread).
+    written = _size(csv_path)
     todo = pending(plan, settings)
     if len(todo) < len(plan.points):
         console.print(f"{len(plan.points) - len(todo)} of {len(plan.points)} points already have {settings.repeats} "
@@ -499,7 +502,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     kept: set[str] = set()  # the variants of the point being measured whose rows are kept
     kernels_before = set(_kernels(plan.backend))  # the sidecar records those this sweep compiles
     claims = results.Claims(settings.out_dir, suite.name)
-    written = _size(csv_path)  # the results file as this process last saw it
+    reread = None  # the repeats measured, as last read again (None: as todo lists them)
     started = last_note = time.monotonic()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     status = {"status": "complete"}
@@ -513,10 +516,10 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                 nonlocal written, kept
                 stamp = {"warmup": settings.warmup, "group": uuid.uuid4().hex[:12], "run_id": run_id,
                          "code_version": code, "timestamp": now(), "machine": machine}
-                others = _size(csv_path) != written  # another process appended: read again before the next point
                 results.append_rows(series_path, [{**row, **stamp} for row in series], series_cols)
-                results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
-                written = -1 if others else _size(csv_path)
+                sizes = results.append_rows(csv_path, [{**row, **stamp} for row in rows], columns)
+                if sizes:  # another process appended since this one last read: read again before the next point
+                    written = sizes[1] if sizes[0] == written else -1
                 kept = {row["variant"] for row in rows}
 
             for point, had in todo:
@@ -525,10 +528,13 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                     bar.advance(task)
                     continue
                 if not settings.fresh and _size(csv_path) != written:
-                    # Another process wrote rows since this one made its list: this point may be among them.
-                    had = results.repeats_done(results.measured_repeats(csv_path, schema, code, settings.warmup),
-                                               point, [name for name, _ in plan.variants_at(point)])
+                    # Another process wrote rows since this one last read them: this point and the
+                    # ones after it may be among them. (The size first: rows appended while the file
+                    # is read are read again at the next point.)
                     written = _size(csv_path)
+                    reread = results.measured_repeats(csv_path, schema, code, settings.warmup)
+                if reread is not None:
+                    had = results.repeats_done(reread, point, [name for name, _ in plan.variants_at(point)])
                     if min(had.values(), default=0) >= settings.repeats:
                         bar.advance(task)
                         continue

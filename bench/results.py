@@ -141,8 +141,11 @@ def _cut_torn_tail(fd: int, path: Path) -> None:
     os.ftruncate(fd, end)
 
 
-def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = None) -> None:
-    """Append rows as whole lines, writing the header if the file is new.
+def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = None) -> tuple[int, int] | None:
+    """Append rows as whole lines, writing the header if the file is new, and return the
+    file's size just before and just after this write (None where there were no rows): a
+    size before that differs from the one its caller last saw means that another process
+    wrote meanwhile.
 
     The text is built in memory and written with one os.write on an O_APPEND descriptor
     under an exclusive flock, then fsynced, so readers and other appenders never see half
@@ -152,7 +155,7 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
     Columns of the file that the rows lack stay empty in them.
     """
     if not rows:
-        return
+        return None
     csv_path = Path(csv_path)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     columns = columns or list(dict.fromkeys(c for row in rows for c in row))
@@ -167,8 +170,10 @@ def append_rows(csv_path: Path, rows: list[dict], columns: list[str] | None = No
         if header is None:
             writer.writeheader()
         writer.writerows({c: as_text(row.get(c)) for c in writer.fieldnames} for row in rows)
+        before = os.fstat(fd).st_size
         os.write(fd, out.getvalue().encode())
         os.fsync(fd)
+        return before, os.fstat(fd).st_size
     finally:
         os.close(fd)  # also releases the lock
 

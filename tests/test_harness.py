@@ -327,6 +327,25 @@ def test_concurrent_sweeps_keep_every_run_record(tmp_path):
     assert 1 <= len(rows) <= 16 and set(rows["run_id"]) <= set(sidecar["runs"])
 
 
+def test_points_another_sweep_measures_while_this_one_reads_its_results_are_not_measured_again(tmp_path,
+                                                                                               monkeypatch):
+    """Another process measures a point (and lets its claim go) after this sweep read the
+    results but before it measured anything: the sweep reads the file again, not twice the point."""
+    planned = harness.pending
+
+    def pending_meanwhile_another_sweep(plan, settings_):
+        todo = planned(plan, settings_)
+        monkeypatch.setattr(harness, "pending", planned)
+        assert harness.sweep(harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu"), settings(tmp_path)) == 0
+        return todo
+
+    monkeypatch.setattr(harness, "pending", pending_meanwhile_another_sweep)
+    assert harness.sweep(harness.plan(FAKE, {"n": "64"}, "cpu"), settings(tmp_path)) == 0
+    df = pd.read_csv(tmp_path / "fake.csv")
+    assert len(df) == 2 * 2 * 2 and (df.groupby(["method", "variant", "repeat"]).size() == 1).all()
+    assert df.groupby("method")["run_id"].nunique().eq(1).all() and df["run_id"].nunique() == 2
+
+
 class Sleepy(fake_suite.FakeSuite):
     name = "sleepy"
     axes = (Axis("n", "1", lambda s: [int(s)]),)
