@@ -122,8 +122,9 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
                          f"{sorted(keys)}")
     shared = sorted(set(new["run_id"]) & set(base["run_id"]))
     if shared:
-        raise BenchError(f"NEW and BASE share {len(shared)} run(s) ({shared[0]}, ...): NEW must be measured apart "
-                         "from BASE (results appended to the baseline's folder hold both)")
+        runs = ", ".join(shared[:2]) + (", ..." if len(shared) > 2 else "")
+        raise BenchError(f"NEW and BASE share {len(shared)} run(s) ({runs}): NEW must be measured apart from BASE "
+                         "(the same results given twice, or results appended to the baseline's folder, hold both)")
     # The rows of each backend over its own reference: a file may hold CPU and GPU sweeps.
     references = {b: reference_for(schema, b) for b in sorted({*new["backend"], *base["backend"]})}
     gated = gated_metrics(schema)
@@ -189,7 +190,7 @@ def compare(new: pd.DataFrame, base: pd.DataFrame, schema: dict, threshold: floa
             if role["gate"] == "tolerance":
                 # Quality: each side's worst, worse by more than the tolerance, relative to the
                 # baseline's size.
-                base_ratio, new_ratio = base_values["ratio"].agg(summarize), new_values["ratio"].agg(summarize)
+                base_ratio, new_ratio = row["base"], row["new"]
                 change = new_ratio / base_ratio if base_ratio else np.nan
                 step = (new_ratio - base_ratio) * (1 if role["better"] == "higher" else -1)
                 allowed = role["tolerance"] * max(abs(base_ratio), role.get("resolution", 0.0))
@@ -250,7 +251,7 @@ def compare_files(new: Path, baseline: Path, suite: str | None = None, **setting
             raise BenchError(f"NEW's {backend} runs timed the calibration job {sorted(jobs['NEW'])}, BASE's "
                              f"{sorted(jobs['BASE'])}: times over two different jobs do not compare; measure the "
                              "baseline again with this code")
-    slowed = _recorded(current["BASE"], base_sidecar, "slowdown")
+    slowed = _recorded(current["BASE"], sidecars["BASE"], "slowdown")
     if slowed:
         raise BenchError(f"BASE was measured with {slowdown.ENV}={sorted(slowed)[0]}, variants slowed on purpose (a "
                          "test knob): it is no baseline")

@@ -116,7 +116,7 @@ def _plan(extra, axis, variant, backend, **kwargs):
     suite = get_suite(name)
     supported = tuple(sorted({d for v in suite.variants for d in v.devices}))
     backend = resolve_backend(backend, supported)
-    variants = parse_choices(variant, [v.name for v in suite.variants], "variant") if variant else None
+    variants = parse_choices(variant, [v.name for v in suite.variants], "variant") if variant is not None else None
     return harness.plan(suite, given, backend, variants, **kwargs)
 
 
@@ -131,6 +131,14 @@ def _out_dir(out_dir: Path | None, backend: str, option: str = "--out") -> Path:
         raise BenchError(f"{option} {directory}: {problem}")
     if problem:
         raise BenchError(f"{option} {directory}: cannot create it ({existing} is {problem})")
+    if existing != directory:  # writable is not creatable everywhere (/proc, /sys): try, and leave nothing
+        first = next(path for path in (directory.absolute(), *directory.absolute().parents)
+                     if path.parent == existing.absolute())
+        try:
+            first.mkdir()
+            first.rmdir()
+        except OSError as error:
+            raise BenchError(f"{option} {directory}: cannot create it ({first}: {error.strerror})") from None
     return directory
 
 
@@ -181,7 +189,10 @@ def sweep(
             err.print(line)
         for point in plan.points:
             out.print(harness.describe(point))
-        out.print(f"{len(plan.points)} points, {plan.pairs()} (point, variant) pairs; "
+        settings.out_dir = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), plan.backend)
+        have = len(plan.points) - len(harness.pending(plan, settings))
+        already = f", {have} of them already measured in {settings.out_dir} (this code)" if have else ""
+        out.print(f"{len(plan.points)} points, {plan.pairs()} (point, variant) pairs{already}; "
                   "nothing measured (--dry-run)")
         return
     settings.out_dir = _out_dir(out_dir, plan.backend)

@@ -52,7 +52,7 @@ class Settings:
         if self.repeats < 1 or self.warmup < 0 or self.max_repeats < self.repeats:
             raise BenchError("need --repeats >= 1, --warmup >= 0 and --max-repeats >= --repeats")
         if self.max_noise is not None and not 0 < self.max_noise < 1:
-            raise BenchError(f"--max-noise must be in (0, 1), got {self.max_noise}")
+            raise BenchError(f"--max-noise must be 0 (off) or in (0, 1), got {self.max_noise}")
         if self.budget_s <= 0:
             raise BenchError(f"--timeout must be > 0 seconds, got {self.budget_s}")
 
@@ -397,11 +397,13 @@ def settings_for(plan: Plan, out_dir: Path, repeats=None, warmup=None, max_noise
     if flush_l2 and plan.backend != "gpu":
         raise BenchError("--flush-l2 flushes the GPU's L2: it needs --backend gpu")
     repeats = defaults.repeats if repeats is None else repeats
+    if max_repeats is not None and max_repeats < repeats:
+        raise BenchError(f"--max-repeats {max_repeats} is below --repeats {repeats}, the least a point takes")
     return Settings(
         repeats=repeats, warmup=defaults.warmup if warmup is None else warmup, out_dir=out_dir, fresh=fresh,
         max_noise=defaults.max_noise if max_noise is None else (max_noise or None),
         budget_s=defaults.budget_s if budget is None else budget,
-        max_repeats=max(repeats, defaults.max_repeats if max_repeats is None else max_repeats), flush_l2=flush_l2)
+        max_repeats=max(repeats, defaults.max_repeats) if max_repeats is None else max_repeats, flush_l2=flush_l2)
 
 
 def pending(plan: Plan, settings: Settings) -> list[tuple[dict, dict[str, int]]]:

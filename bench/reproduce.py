@@ -149,27 +149,35 @@ def build(selected: list[tuple[Suite, Recipe]], profile: str, backend: str, resu
                                     if catalogue().get(str(point.get("dataset")), {}).get("kind") == "uci"
                                     and locate(point["dataset"]) is None})
             job.skip = machine.lacks(job.size)
-            # A point that an earlier sweep of the plan measures is not counted twice.
+            # A point whose variants an earlier sweep of the plan measures (all of them) is not counted twice.
             pending = harness.pending(job.plan, job.settings) if machine.slug else \
                 [(point, {}) for point in job.plan.points]
-            for point, done in pending:
-                key = _point_key(job.plan, point)
-                if key not in planned:
-                    planned.add(key)
-                    job.todo.append((point, done))
+            job.todo = _new_points(job.plan, pending, planned)
     return jobs
 
 
-def _point_key(plan: harness.Plan, point: dict) -> tuple:
-    """What makes two sweeps' points one: the suite, the point and the variants measured there."""
-    return (plan.suite.name, tuple(sorted((k, str(v)) for k, v in point.items())),
-            tuple(sorted(name for name, _ in plan.variants_at(point))))
+def _run_keys(plan: harness.Plan, point: dict) -> set[tuple]:
+    """What two sweeps share at a point: (suite, point, variant) for each variant measured there."""
+    where = tuple(sorted((k, str(v)) for k, v in point.items()))
+    return {(plan.suite.name, where, name) for name, _ in plan.variants_at(point)}
+
+
+def _new_points(plan: harness.Plan, points: list[tuple[dict, dict]], planned: set[tuple]) -> list:
+    """The points whose variants are not all measured by a sweep before (planned: their keys, updated)."""
+    new = []
+    for point, done in points:
+        keys = _run_keys(plan, point)
+        if not keys <= planned:
+            planned |= keys
+            new.append((point, done))
+    return new
 
 
 def points_left(jobs: list[Job]) -> int:
-    """Points the jobs still lack, a point that several sweeps share counted once (as build does)."""
-    return len({_point_key(job.plan, point) for job in jobs if job.plan and not job.skip
-                for point, _ in harness.pending(job.plan, job.settings)})
+    """Points the jobs still lack, a point that an earlier sweep measures counted once (as build does)."""
+    planned: set[tuple] = set()
+    return sum(len(_new_points(job.plan, harness.pending(job.plan, job.settings), planned))
+               for job in jobs if job.plan and not job.skip)
 
 
 class Estimator:

@@ -76,6 +76,8 @@ def parse_floats(spec, what: str = "value", low: float = float("-inf"), high: fl
 
 def parse_choices(spec, known, what: str) -> list[str]:
     """A comma list of names, each one of `known`."""
+    if not str(spec).strip():
+        raise BenchError(f"no {what} given (an empty list); known: {', '.join(map(str, known))}")
     items = _parts(spec)
     for item in items:
         if item not in known:

@@ -70,6 +70,10 @@ def assert_one_line_error(result, *fragments, code=2):
     (["figures", "--results", "no-such-dir"], ["no-such-dir: not a directory"]),
     (["sweep", "fake", "--n="], ["option --n= needs a value"]),
     (["sweep", "fake", "--out", "README.md"], ["--out README.md: not a directory"]),
+    (["sweep", "fake", "--out", "/proc/no-such/x"], ["--out /proc/no-such/x: cannot create it", "/proc/no-such"]),
+    (["sweep", "fake", "--variant", ""], ["no variant given", "plain"]),
+    (["sweep", "fake", "--repeats", "3", "--max-repeats", "2"], ["--max-repeats 2 is below --repeats 3"]),
+    (["sweep", "fake", "--max-noise", "-1"], ["--max-noise must be 0 (off) or in (0, 1)"]),
     (["verify", "fake"], ["suite fake has no verification"]),
     (["sweep", "saber", "--backend", "cpu", "--dataset", "tiny", "--K", "40000"], ["K must be <= 32768"]),
     (["verify", "saber", "--backend", "cpu", "--K", "33", "--memory", "-1"], ["memory"]),
@@ -100,6 +104,12 @@ def test_version_list_and_dry_run():
     assert "variant peerlib skipped: needs no_such_package_xyz" in dry.stderr
     assert "point(s) skipped: the loop method is too slow" in dry.stderr
     assert "bench sweep" not in dry.stderr and not list(TESTS.parent.glob("results/*/fake.csv"))
+
+
+def test_a_dry_run_says_which_points_are_already_measured(tmp_path):
+    assert bench("sweep", "fake", "--n", "64", "--repeats", "1", "--out", tmp_path).returncode == 0
+    dry = bench("sweep", "fake", "--n", "64,128", "--repeats", "1", "--out", tmp_path, "--dry-run")
+    assert dry.returncode == 0 and "4 points, 8 (point, variant) pairs, 2 of them already measured" in dry.stdout
 
 
 @pytest.mark.real_corpus("kos")

@@ -210,6 +210,26 @@ def test_a_point_two_recipes_share_is_one_point_to_measure_and_one_left(tmp_path
     assert reproduce.points_left(jobs) == planned == reproduce.points_left(first)
 
 
+def test_a_point_whose_variants_an_earlier_sweep_measures_is_not_counted_again(tmp_path, monkeypatch):
+    """Two recipes sweep one point with different variants: the later sweep's point counts only
+    where it adds a variant (fig7 and fig8 of lda share K = 512 with fig8's variants fewer)."""
+    from bench import reproduce
+    from bench.recipes import Recipe, Sweep
+    from bench.suite import get_suite
+
+    monkeypatch.setenv("BENCH_SUITES", "fake=fake_suite")
+    machine = reproduce.Machine("cpu-test", None, 0.0, 0.0)
+    both = Recipe("both", "", sweeps=(Sweep("fake", {"method": "vector"}, variants=("plain", "twice"),
+                                            cpu=size(n="64,128")),))
+    plain = Recipe("plain", "", sweeps=(Sweep("fake", {"method": "vector"}, variants=("plain",), cpu=size(n="64")),))
+    suite = get_suite("fake")
+    first, later = reproduce.build([(suite, both), (suite, plain)], "cpu", "cpu", tmp_path, machine)
+    assert [p["n"] for p, _ in first.todo] == [64, 128] and later.todo == []
+    first, later = reproduce.build([(suite, plain), (suite, both)], "cpu", "cpu", tmp_path, machine)
+    assert [p["n"] for p, _ in first.todo] == [64] and [p["n"] for p, _ in later.todo] == [64, 128]
+    assert reproduce.points_left([first, later]) == 3
+
+
 def test_the_causes_say_when_no_result_here_was_taken_by_the_code_they_describe(tmp_path):
     """A claim's cause is the suite's text as the code has it now; results of other code
     (a cause may name kernels they did not have) get a line saying so."""
