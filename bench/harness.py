@@ -17,6 +17,7 @@ import resource
 import signal
 import statistics
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -418,6 +419,36 @@ def pending(plan: Plan, settings: Settings) -> list[tuple[dict, dict[str, int]]]
     return [(point, done) for point, done in todo if min(done.values(), default=0) < settings.repeats]
 
 
+class Heartbeat:
+    """In a log, where no live bar runs, a line for a point that has run NOTE_S seconds since it
+    began or since the last such line: what it runs and for how long (a first run's
+    compilation, a large corpus's preparation), so that a log is never silent for minutes."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.point, self.doing, self.since, self.began = enabled, None, "", 0.0, 0.0
+        self._stop = threading.Event()
+
+    def __enter__(self):
+        if self.enabled:
+            threading.Thread(target=self._beat, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+
+    def start(self, point: str | None) -> None:
+        """The point now measured (None: none)."""
+        self.point, self.doing = point, ""
+        self.since = self.began = time.monotonic()
+
+    def _beat(self):
+        while not self._stop.wait(min(5.0, NOTE_S / 3)):
+            point, now = self.point, time.monotonic()
+            if point is not None and now - self.since >= NOTE_S:
+                self.since = now
+                console.print(f"{point}: {self.doing or 'starting'}, {now - self.began:.0f} s into the point")
+
+
 def progress_bar() -> Progress:
     """The progress display of a sweep, and of bench reproduce's whole plan; none where stderr
     is not a terminal (a log, CI), which gets a line every 30 s instead, not the bar's last
@@ -510,7 +541,7 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
     status = {"status": "complete"}
     own_bar = progress_bar() if progress is None else None
     try:
-        with own_bar or nullcontext():
+        with own_bar or nullcontext(), Heartbeat(enabled=not console.is_terminal) as heartbeat:
             bar, task = (own_bar, own_bar.add_task("starting", total=len(todo))) if own_bar else progress
             def keep(rows, series):
                 # measure_point calls it with interrupts deferred: a point's series and rows are
@@ -544,8 +575,14 @@ def sweep(plan: Plan, settings: Settings, argv: list[str] | None = None, progres
                     before_point(point, len(todo) - done)
                 description = label + describe(point)
                 bar.update(task, description=description)
-                measure_point(plan, point, settings, had, keep,
-                              lambda text: bar.update(task, description=f"{description}: {text}"))
+                heartbeat.start(description)
+
+                def show(text: str) -> None:
+                    bar.update(task, description=f"{description}: {text}")
+                    heartbeat.doing = text
+
+                measure_point(plan, point, settings, had, keep, show)
+                heartbeat.start(None)
                 kept = set()  # the point is whole
                 done += 1
                 bar.advance(task)

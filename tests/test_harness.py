@@ -494,3 +494,11 @@ def test_a_long_run_says_its_untimed_work_apart(tmp_path, monkeypatch, capsys):
     plan = harness.plan(SlowToEvaluate(), {}, "cpu")
     harness.measure_point(plan, plan.points[0], settings(tmp_path, repeats=1, warmup=0))
     assert re.search(r"plain: 0 s \(repeat 1, \d+ s more untimed\)", capsys.readouterr().err)
+
+
+def test_a_log_hears_of_a_long_point_while_it_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(harness, "NOTE_S", 0.3)
+    monkeypatch.setenv("FAKE_SUITE_SLEEP", "1")  # each point's preparation
+    assert harness.sweep(harness.plan(FAKE, {"n": "64", "method": "vector"}, "cpu"), settings(tmp_path)) == 0
+    said = capsys.readouterr().err
+    assert re.search(r"n=64.*: preparing, \d+ s into the point", said), said
