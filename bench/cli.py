@@ -120,20 +120,26 @@ def _plan(extra, axis, variant, backend, **kwargs):
     return harness.plan(suite, given, backend, variants, **kwargs)
 
 
+def _default_out(out_dir: Path | None, backend: str) -> Path:
+    """--out, or results/<machine>/."""
+    return out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), backend)
+
+
 def _out_dir(out_dir: Path | None, backend: str, option: str = "--out") -> Path:
     """--out, or results/<machine>/: BenchError where it cannot be written. Not created here:
     the first result written creates it, so that a run refused before it measures leaves none."""
-    directory = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), backend)
-    existing = next(path for path in (directory, *directory.absolute().parents) if path.exists())
+    directory = _default_out(out_dir, backend)
+    chain = (directory.absolute(), *directory.absolute().parents)  # the folder, then those above it
+    at = next(i for i, path in enumerate(chain) if path.exists())
+    existing = chain[at]
     problem = "not a directory" if not existing.is_dir() else \
         "not writable" if not os.access(existing, os.W_OK | os.X_OK) else None
-    if problem and existing == directory:
+    if problem and at == 0:
         raise BenchError(f"{option} {directory}: {problem}")
     if problem:
         raise BenchError(f"{option} {directory}: cannot create it ({existing} is {problem})")
-    if existing != directory:  # writable is not creatable everywhere (/proc, /sys): try, and leave nothing
-        first = next(path for path in (directory.absolute(), *directory.absolute().parents)
-                     if path.parent == existing.absolute())
+    if at > 0:  # writable is not creatable everywhere (/proc, /sys): try, and leave nothing
+        first = chain[at - 1]
         try:
             first.mkdir()
             first.rmdir()
@@ -189,7 +195,7 @@ def sweep(
             err.print(line)
         for point in plan.points:
             out.print(harness.describe(point))
-        settings.out_dir = out_dir or RESULTS / envinfo.machine_slug(envinfo.collect_env(sys.argv), plan.backend)
+        settings.out_dir = _default_out(out_dir, plan.backend)
         have = len(plan.points) - len(harness.pending(plan, settings))
         already = f", {have} of them already measured in {settings.out_dir} (this code)" if have else ""
         out.print(f"{len(plan.points)} points, {plan.pairs()} (point, variant) pairs{already}; "

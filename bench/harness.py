@@ -50,8 +50,11 @@ class Settings:
     flush_l2: bool = False
 
     def __post_init__(self):
-        if self.repeats < 1 or self.warmup < 0 or self.max_repeats < self.repeats:
-            raise BenchError("need --repeats >= 1, --warmup >= 0 and --max-repeats >= --repeats")
+        if self.repeats < 1 or self.warmup < 0:
+            raise BenchError("need --repeats >= 1 and --warmup >= 0")
+        if self.max_repeats < self.repeats:
+            raise BenchError(f"--max-repeats {self.max_repeats} is below --repeats {self.repeats}, the least a point "
+                             "takes")
         if self.max_noise is not None and not 0 < self.max_noise < 1:
             raise BenchError(f"--max-noise must be 0 (off) or in (0, 1), got {self.max_noise}")
         if self.budget_s <= 0:
@@ -398,8 +401,6 @@ def settings_for(plan: Plan, out_dir: Path, repeats=None, warmup=None, max_noise
     if flush_l2 and plan.backend != "gpu":
         raise BenchError("--flush-l2 flushes the GPU's L2: it needs --backend gpu")
     repeats = defaults.repeats if repeats is None else repeats
-    if max_repeats is not None and max_repeats < repeats:
-        raise BenchError(f"--max-repeats {max_repeats} is below --repeats {repeats}, the least a point takes")
     return Settings(
         repeats=repeats, warmup=defaults.warmup if warmup is None else warmup, out_dir=out_dir, fresh=fresh,
         max_noise=defaults.max_noise if max_noise is None else (max_noise or None),
