@@ -220,3 +220,36 @@ def test_sweeps_of_both_suites_render_their_tables_and_figures(tmp_path):
 
     series = pd.read_csv(machine / "admodel-fit-series.csv")
     assert set(series["variant"]) == {"scipy-cpu"} and series["objective"].notna().all()
+
+
+def test_figures_and_tables_keep_scales_apart_and_take_a_configurations_newest_run(tmp_path, monkeypatch):
+    # results of two scales (a quick run beside a full one) and a configuration measured in two
+    # runs: a figure per scale, bars from one run each, the tables' rows by scale
+    import pandas as pd
+
+    from bench.results import schema_for
+    from impls.admodel import figures
+
+    rows = []
+    for run, scale, configs in (("20260101T000000Z-a", 1.0, ("f64", "f32")), ("20260102T000000Z-b", 1.0, ("f64",)),
+                                ("20260103T000000Z-c", 0.125, ("f64", "f32"))):
+        for precision in configs:
+            for variant, seconds in (("cpu-serial", 1.0), ("fused", 0.01 if run.endswith("a") else 0.02)):
+                rows.append(dict(suite="admodel", backend="gpu", dataset="sim", scale=scale, layout="shuffled",
+                                 precision=precision, op="both", l1="ldg", block=256, variant=variant,
+                                 seconds=seconds, run_id=run, group=0, repeat=0, machine="m",
+                                 timestamp=f"2026-01-0{run[7]}T00:00:00+00:00", code_version="c"))
+    drawn = {}
+
+    def bars(fig, outdir, stem, caption_text=None):
+        drawn[stem] = [bar.get_height() for bar in fig.axes[0].patches], caption_text
+        return [outdir / f"{stem}.png"]
+
+    monkeypatch.setattr(figures, "save", bars)
+    figures.render_evaluations(pd.DataFrame(rows), {"schema": schema_for(SUITE), "runs": {}}, tmp_path)
+    assert set(drawn) == {"fig4-combined-dataset-sim-scale-1.0", "fig4-combined-dataset-sim-scale-0.125"}
+    heights, caption = drawn["fig4-combined-dataset-sim-scale-1.0"]
+    assert sorted(heights) == [50.0, 100.0]  # f64 from run b (1 / 0.02), f32 from run a, its only one
+    assert "Measured 2026-01-01 to 2026-01-02" in caption and "scale=1.0" in caption  # runs a and b alone
+    tables = (tmp_path / "admodel-tables.md").read_text()
+    assert "| 0.125 " in tables

@@ -242,6 +242,12 @@ def test_delayed_gibbs_time_to_tomotopys_final_value_on_real_corpora():
     synthetic, synthetic_series = fit({"delayed-gibbs": [(0, -7.8), (0.1, -7.3)], "tomotopy": [(0, -7.8), (1, -7.2)]},
                                       dataset="nytimes-synth")
     assert claim("DG2").ours(Frames(fit=synthetic, series=synthetic_series)) is None  # real corpora only
+    # a shorter run of kos at K = 100 (a quick look), where tomotopy ends ahead: shown, not judged
+    short, short_series = fit({"delayed-gibbs": [(0, -7.8), (0.1, -7.35)], "tomotopy": [(0, -7.8), (1.0, -7.3)]})
+    with_short = Frames(fit=pd.concat([kos, short]), series=pd.concat([kos_series, short_series]))
+    assert verdict("DG2", with_short) and claim("DG2").ours(with_short).value == [30.0]
+    assert "kos, K = 100, 10 iterations: delayed-gibbs never reaches -7.300" in claim("DG2").ours(with_short).text
+    assert "(not judged: a longer run exists)" in claim("DG2").ours(with_short).text
 
 
 def test_convergence_claims_take_the_cpu_twins_for_their_gpu_systems():

@@ -35,10 +35,13 @@ def render_evaluations(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]
     written = []
     table = medians(df)
     gpu = table[~table["variant"].isin(CPU)]
-    for (dataset, op), rows in gpu.groupby(["dataset", "op"]):
-        rows = rows.dropna(subset=["cpu-serial"])
+    for setting, rows in per_setting(gpu, ["dataset", "scale", "op"], always=("dataset", "op")):
+        # a bar per configuration and variant: its newest run's (each run's ratio is its own)
+        rows = rows.dropna(subset=["cpu-serial"]).sort_values("run_id").drop_duplicates([*CONFIG, "variant"],
+                                                                                        keep="last")
         if rows.empty:
             continue
+        dataset, op = setting.pop("dataset"), setting.pop("op")
         configs = rows[CONFIG].drop_duplicates().sort_values(CONFIG)
         labels = [" ".join(str(v) for v in c) for c in configs.itertuples(index=False)]
         variants = sorted(rows["variant"].unique())
@@ -51,11 +54,13 @@ def render_evaluations(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]
                    color=f"C{i}")
         ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels, rotation=30, ha="right", fontsize=7)
         ax.set(yscale="log", ylabel="time of cpu-serial / time of the variant")
-        ax.set_title(f"GPU over the one-thread CPU reference: {op} ({dataset})", fontsize=10)
+        ax.set_title(f"GPU over the one-thread CPU reference: {op} ({dataset}"
+                     + "".join(f", {k} {v:g}" for k, v in setting.items()) + ")", fontsize=10)
         ax.grid(alpha=0.3, axis="y", which="both")
         ax.legend(fontsize=8)
-        subset = df[(df["dataset"] == dataset) & (df["op"] == op)]
-        written += save(fig, outdir, setting_stem(FIGURE[op], {"dataset": dataset}),
+        subset = df[(df["dataset"] == dataset) & (df["op"] == op) & df["run_id"].isin(rows["run_id"])]
+        subset = subset[(subset[list(setting)] == pd.Series(setting)).all(axis=1)] if setting else subset
+        written += save(fig, outdir, setting_stem(FIGURE[op], {"dataset": dataset, **setting}),
                         caption(meta, subset) + "\nBars: median time of cpu-serial (float64, measured in the same run "
                         "on the same data and layout) over the variant's median time; the thesis's Figures 2-4.")
     return [*written, save_text(outdir, "admodel-tables.md", markdown_tables(df))]
@@ -82,7 +87,7 @@ def markdown_tables(df: pd.DataFrame) -> str:
            cpu.to_markdown(index=False, disable_numparse=True)]
     gpu = table[~table["variant"].isin(CPU)]
     for op, rows in gpu.groupby("op", sort=False):
-        cells = rows.assign(cell=rows.apply(_cell, axis=1)).pivot_table("cell", ["dataset", *CONFIG], "variant",
+        cells = rows.assign(cell=rows.apply(_cell, axis=1)).pivot_table("cell", ["dataset", "scale", *CONFIG], "variant",
                                                                          aggfunc="first")
         out += [f"\n{THESIS[op]}: GPU ms per call (speed-up over cpu-serial / cpu-parallel):\n",
                 cells.fillna("").reset_index().to_markdown(index=False)]

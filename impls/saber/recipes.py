@@ -726,7 +726,8 @@ def _gaps(system: str, reference: str = "tomotopy"):
 
 def _to_tomotopy_final(system: str):
     """Per setting on a real corpus with tomotopy: tomotopy's seconds to its own final held-out
-    value over `system`'s (nan where `system` never reaches it)."""
+    value over `system`'s (nan where `system` never reaches it). Judged on each corpus and K's
+    longest run: a shorter run's final value is not where collapsed Gibbs converges."""
 
     def ours(results) -> Measured | None:
         measured = []
@@ -742,8 +743,13 @@ def _to_tomotopy_final(system: str):
                              f"(it ends at {final[system]:.3f}; tomotopy at {peer:.1f} s)"))
         if not measured:
             return None
-        return Measured([ratio for _, ratio, _ in measured],
-                        "; ".join(f"{_fit_where(s)}: {text}" for s, _, text in measured))
+        corpus_k = [(s["dataset"], s.get("scale"), s["K"]) for s, _, _ in measured]
+        longest = pd.DataFrame({"key": corpus_k, "iterations": [s["iterations"] for s, _, _ in measured]}) \
+            .groupby("key")["iterations"].max()
+        judged = [s["iterations"] == longest[key] for (s, _, _), key in zip(measured, corpus_k)]
+        return Measured([ratio for (_, ratio, _), j in zip(measured, judged) if j],
+                        "; ".join(f"{_fit_where(s)}: {text}" + ("" if j else " (not judged: a longer run exists)")
+                                  for (s, _, text), j in zip(measured, judged)))
 
     return ours
 
@@ -1047,8 +1053,8 @@ CLAIMS = (
     Claim("DG2", "(our target, not the paper's) delayed-gibbs at least 20x sooner than tomotopy on every core to "
           "tomotopy's final held-out value, on every real corpus and K", _to_tomotopy_final("delayed-gibbs"),
           holds=_all_at_least(20.0),
-          rule="on each real corpus and K where both ran, tomotopy's seconds to its own final value over "
-               "delayed-gibbs's, at least 20",
+          rule="on each real corpus and K where both ran, in its longest run, tomotopy's seconds to its own "
+               "final value over delayed-gibbs's, at least 20",
           why="delayed-gibbs's counts change once an iteration, so where its fixed point lies below collapsed "
               "Gibbs's by more than the evaluations resolve it never reaches tomotopy's final value.",
           recipe="fig11"),

@@ -53,7 +53,7 @@ WHOLE_BATCH, WHOLE_MIN, WHOLE_VALUES = 4096, 128, 1024
 # In f32, rows of up to 256 values (32 lanes of 8) take blocks of 8 outputs a lane in 4 warps, a
 # warp a pair (55 registers, not 94): 1.03-1.18x faster at m = n = 128 and 200, 1.04x at 256 with
 # batch 16384, alike at 256 from batch 32768, and after one barrier a round took the place of two,
-# 1.04-1.06x faster at 256 (H200, kernels/NOTES.md). The first that fits.
+# 1.06x faster at 256 (H200, kernels/NOTES.md). The first that fits.
 SYSTOLIC = {"f32": ((128, 8), (96, 16)), "f64": ((96, 8),)}
 SYSTOLIC_SHARED = 96 << 10
 SYSTOLIC_BATCH, SYSTOLIC_SIZES = 16384, {"f32": (128, 512), "f64": (64, 256)}
@@ -91,6 +91,12 @@ def _layout(a) -> tuple:
 
 def _args(p, q, r) -> tuple:
     return (*_layout(p), *_layout(q), *_layout(r))
+
+
+def _rows_aligned(*addresses_and_strides: int) -> bool:
+    """Every row starts at a multiple of 16 bytes (the kernels' 16-byte vectors), given the
+    arrays' addresses and row strides in bytes."""
+    return all(value % 16 == 0 for value in addresses_and_strides)
 
 
 def _output(p, q):
@@ -193,7 +199,7 @@ def _launch_systolic(planned: tuple, r, p, q) -> None:
     """The systolic kernel's launch planned by _systolic_launch, for p the shorter row; q staged 16
     bytes a copy where its rows are 16-byte aligned."""
     launch, grid, block, shared, sizes = planned
-    vector = (q.data.ptr | q.strides[0]) % 16 == 0
+    vector = _rows_aligned(q.data.ptr, q.strides[0])
     launch(grid, block, (p, np.int64(p.strides[0] // p.itemsize), q, np.int64(q.strides[0] // q.itemsize), r,
                          np.int64(r.strides[0] // r.itemsize), *sizes, np.int32(vector)), shared_mem=shared)
 
@@ -255,9 +261,9 @@ def _strip_path(p, q, log: bool, configs: tuple | None = None, shift: bool | Non
 
 def _planned_strip(p, q, log: bool, configs: tuple | None = None, pointers: bool = True) -> tuple:
     """_strip_launch for p and q: 16 bytes a lane where every row starts at a multiple of 16
-    (the kernel's VECTOR), read from the strides and, with `pointers`, the arrays' addresses."""
-    starts = (p.data.ptr | q.data.ptr) if pointers else 0
-    vector = (starts | p.strides[0] | q.strides[0]) % 16 == 0
+    (the kernel's `vector`), read from the strides and, with `pointers`, the arrays' addresses."""
+    starts = (p.data.ptr, q.data.ptr) if pointers else ()
+    vector = _rows_aligned(*starts, p.strides[0], q.strides[0])
     return _strip_launch(*p.shape, q.shape[1], p.dtype, log, configs, p.strides[0], q.strides[0], vector)
 
 
@@ -546,12 +552,12 @@ def _auto_plan(name: str, p, q, log: bool):
         return systolic_call
     packed = p.strides[0] == m * p.itemsize and q.strides[0] == n * q.itemsize
     if path == "strip" or path == "shift" and packed:
-        aligned = (p.strides[0] | q.strides[0]) % 16 == 0  # and the pointers, checked at each call
+        aligned = _rows_aligned(p.strides[0], q.strides[0])  # and the pointers, checked at each call
         planned = _planned_strip(p, q, log, pointers=False)
         shift = _planned_shift(p, q) if path == "shift" else None
 
         def strip_call(p, q):
-            if aligned and (p.data.ptr | q.data.ptr) % 16:  # planned for rows starting 16-byte aligned
+            if aligned and not _rows_aligned(p.data.ptr, q.data.ptr):  # planned for rows starting aligned
                 return strip(p, q, log)
             r = cupy.empty(shape, dtype)
             done = _strip_log_by_shift(p, q, r, shift) if shift else NULL

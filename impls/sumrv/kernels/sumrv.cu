@@ -210,7 +210,7 @@ __device__ void skewdiag_combine(const T* partial, T* r, long long ldr, long lon
 // slots, each slot R consecutive outputs, S = WARP / G * R. Chunks of C values of p, and
 // the S + C + R values of q they meet, are staged in the warp's own shared memory (zero
 // padded: no bounds checks in the inner loop), 16 bytes a lane at a time where the rows
-// allow (VECTOR: every row 16-byte aligned, m and n whole vectors; chunks start at whole
+// allow (`vector`: every row 16-byte aligned, m and n whole vectors; chunks start at whole
 // vectors of j, and so do splits). Group g takes the g-th of G contiguous runs of a
 // chunk's steps. A step takes R values of j (a broadcast from p) and the window of R
 // values of q below the previous step's, so that with the previous window it has the 2R
@@ -523,7 +523,7 @@ __device__ __forceinline__ void store_window(T* buffer, const T (&w)[R]) {
 // only where a tile straddles its edges), and reads the same q window (a broadcast), the last
 // round's upper half. Dynamic shared memory, per pair (gpu.systolic_config): q from -R, zeros
 // past its ends, then the outputs (padded as in strip: the lanes' blocks meet no bank twice).
-// VECTOR (q's rows 16-byte aligned): q staged 16 bytes a copy where a vector lies within the row.
+// `vector` (q's rows 16-byte aligned): q staged 16 bytes a copy where a vector lies within the row.
 template <typename T, int NT, int R>
 __device__ void strip_systolic(const T* p, long long ldp, const T* q, long long ldq, T* r, long long ldr, int m,
                                int n, long long batch, int team, bool vector) {
