@@ -253,3 +253,4 @@ def test_figures_and_tables_keep_scales_apart_and_take_a_configurations_newest_r
     assert "Measured 2026-01-01 to 2026-01-02" in caption and "scale=1.0" in caption  # runs a and b alone
     tables = (tmp_path / "admodel-tables.md").read_text()
     assert "| 0.125 " in tables
+    assert tables.count("10.00 (100x") == 1  # f32 at scale 1 (run a); f64 there from run b: 20.00 (50x)

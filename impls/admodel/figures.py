@@ -31,14 +31,19 @@ def medians(df: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def newest_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """medians' rows of each point and variant from its newest run alone: a ratio to the CPU
+    references is its run's own, never a blend of runs."""
+    point = [c for c in table.columns if c in ("dataset", "scale", *CONFIG, "op", "variant")]
+    return table.sort_values("run_id").drop_duplicates(point, keep="last")
+
+
 def render_evaluations(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     written = []
     table = medians(df)
     gpu = table[~table["variant"].isin(CPU)]
     for setting, rows in per_setting(gpu, ["dataset", "scale", "op"], always=("dataset", "op")):
-        # a bar per configuration and variant: its newest run's (each run's ratio is its own)
-        rows = rows.dropna(subset=["cpu-serial"]).sort_values("run_id").drop_duplicates([*CONFIG, "variant"],
-                                                                                        keep="last")
+        rows = newest_runs(rows.dropna(subset=["cpu-serial"]))  # of the runs with the references
         if rows.empty:
             continue
         dataset, op = setting.pop("dataset"), setting.pop("op")
@@ -74,8 +79,8 @@ def _cell(row) -> str:
 
 def markdown_tables(df: pd.DataFrame) -> str:
     """Per op, the thesis's tables re-measured: median ms per configuration and variant,
-    and the speed-ups over the CPU references of the same run."""
-    table = medians(df)
+    and the speed-ups over the CPU references of the same run (each point's newest run)."""
+    table = newest_runs(medians(df))
     cpu = table[table["variant"].isin(CPU)]
     cpu = cpu.assign(ms=cpu["seconds"] * 1e3).pivot_table("ms", ["dataset", "scale", "layout", "op"], "variant")
     cpu = cpu.reset_index()
