@@ -21,9 +21,10 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CODE_DIRS = ("bench", "impls")
 CODE_PATTERNS = ("*.py", "*.cu", "*.cuh", "catalogue.toml")  # the catalogue defines the synthetic corpora
-# What a suite reproduces and claims, not how it measures: editing a claim's words or a
-# recipe's sizes leaves its results current.
-DECLARATIONS = ("recipes.py",)
+# What a suite reproduces, claims and draws, not how it measures: editing a claim's words, a
+# recipe's sizes, a figure or the report leaves the results current (and `bench reproduce`
+# measures nothing again for it).
+NOT_MEASURING = ("recipes.py", "figures.py", "report.py")
 PACKAGES = ("numpy", "numba", "pandas", "scipy", "matplotlib", "typer", "cupy", "pynvml", "torch", "tomotopy")
 
 # cudaDeviceAttr values; CUDA 13 dropped the clock fields from cudaDeviceProp.
@@ -172,7 +173,7 @@ def code_version(sources: tuple[str, ...] = CODE_DIRS) -> str:
          for root in roots
          for pattern in CODE_PATTERNS
          for path in ((REPO_ROOT / root).rglob(pattern) if (REPO_ROOT / root).is_dir() else [REPO_ROOT / root])
-         if path.is_file() and path.match(pattern) and path.name not in DECLARATIONS}
+         if path.is_file() and path.match(pattern) and path.name not in NOT_MEASURING}
     )
     digest = hashlib.sha256()
     for relative, path in files:

@@ -171,7 +171,8 @@ def _written_for(suite, results: Results) -> list[str]:
     """The causes are the suite's text as it is now: where no result here was taken by that
     code, the reader is told (a cause may name kernels that the runs' code did not have)."""
     now = code_version(suite.sources)
-    taken = set(results.frame(suite.name)["code_version"].dropna().astype(str))
+    rows = results.frame(suite.name)  # none where the suite's claims read another's file alone
+    taken = set(rows["code_version"].dropna().astype(str)) if "code_version" in rows else set()
     if now in taken:
         return []
     return [f"(Written for the code as it is now, {now}; no result here was taken by it: see the runs' "

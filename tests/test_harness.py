@@ -139,6 +139,9 @@ def test_code_version_is_per_suite(tmp_path, monkeypatch):
     assert envinfo.code_version(("impls/lda",)) == first  # another suite's change
     (tmp_path / "impls/lda/notes.txt").write_text("not code")
     assert envinfo.code_version(("impls/lda",)) == first
+    for drawing in ("impls/lda/figures.py", "impls/lda/recipes.py", "bench/report.py", "bench/figures.py"):
+        (tmp_path / drawing).write_text("# what is drawn and claimed, not how it is measured\n")
+        assert envinfo.code_version(("impls/lda",)) == first, drawing
     (tmp_path / "bench/a.py").write_text("x = 3\n")
     second = envinfo.code_version(("impls/lda",))
     assert second != first  # the harness' change

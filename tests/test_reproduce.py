@@ -248,3 +248,14 @@ def test_the_causes_say_when_no_result_here_was_taken_by_the_code_they_describe(
         causes = render(tmp_path, tmp_path / "figures", [suite]).split("Why they differ:")[1].split("###")[0]
         assert "**F1**: the loop body is repeated" in causes
         assert ("no result here was taken by it" in causes) == told, causes
+
+
+def test_a_suite_whose_claims_read_another_suites_file_alone_is_reported(tmp_path):
+    # lda's claims read lda-kernels' file too: where lda's own file is missing (a run of
+    # lda:drawz alone), the report says whose code its causes describe instead of failing
+    from bench.report import Results, _written_for
+    from bench.suite import get_suite
+
+    suite = get_suite("lda")
+    told = _written_for(suite, Results(tmp_path, {suite.name: suite}))
+    assert "no result here was taken by it" in told[0]

@@ -188,6 +188,9 @@ def test_figure_10_claims():
     assert verdict("SL7a", results)  # -3% with 20 chunks
     assert not verdict("SL7b", results)  # +46%: more than the paper's 10-15%
     assert claim("SL7b").ours(results).text.endswith("+46%")
+    # one worker measured only in another run (the chunks panel's): no ratio across runs
+    apart = Frames(saber=pd.concat([chunks.assign(run_id="r1"), workers.assign(run_id="r2"), threads]))
+    assert claim("SL7b").ours(apart) is None and verdict("SL7a", apart)
     assert not verdict("SL7c", results)  # 128 best by 3%
     assert "best 128" in claim("SL7c").ours(results).text
     gentle = tuning("workers", {2: 0.77e9, 4: 0.84e9}, chunks=10)
@@ -227,6 +230,15 @@ def test_figure_11_claims():
     results = Frames(fit=close, series=series)
     assert verdict("SL11", results)  # within 0.01
     assert verdict("FT1", results) and claim("FT1").ours(results).value == [12.5]  # 2.5 s against 0.2 s
+    # tomotopy measured in a run of its own: its times are not compared with G4's
+    apart = [frame.assign(run_id=np.where(frame["variant"] == "tomotopy", "r2", "r1")) for frame in (close, series)]
+    results = Frames(fit=apart[0], series=apart[1])
+    assert claim("FT1").ours(results) is None and claim("SL8c").ours(results) is None
+    beside, beside_series = fit({"G4": [(0, -7.8), (0.1, -7.40), (0.2, -7.39)],
+                                 "tomotopy": [(0, -7.8), (0.5, -7.45), (5.0, -7.387)]}, K=1000)
+    results = Frames(fit=pd.concat([apart[0], beside]), series=pd.concat([apart[1], beside_series]))
+    assert claim("FT1").ours(results).value == [25.0]  # K = 1000 alone: 5 s against 0.2 s
+    assert "not compared (the two in different runs): kos, K = 100, 20 iterations" in claim("FT1").ours(results).text
 
 
 def test_delayed_gibbs_time_to_tomotopys_final_value_on_real_corpora():

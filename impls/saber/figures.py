@@ -81,8 +81,11 @@ def _gpus_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list
     if "gpus" not in df or df["gpus"].nunique() < 2:
         return []
     fixed = [k for k in keys if k != "gpus"]
-    lines = [(dict(zip([*fixed, "variant"], name)), line)
-             for name, line in df.groupby([*fixed, "variant"], dropna=False) if line["gpus"].nunique() > 1]
+    lines = []
+    for name, line in df.groupby([*fixed, "variant"], dropna=False):
+        counts = line.groupby("run_id")["gpus"].nunique()  # a line is one run's: its speed-ups are that run's
+        if (counts > 1).any():
+            lines.append((dict(zip([*fixed, "variant"], name)), line[line["run_id"] == counts[counts > 1].index.max()]))
     if not lines:
         return []
     fig = Figure(figsize=(6, 4.5))
@@ -226,6 +229,20 @@ def time_to_target(series: pd.DataFrame, target: float) -> pd.Series:
     return reached.groupby("variant")["wall_s"].min().reindex(series["variant"].unique())
 
 
+def one_run(series: pd.DataFrame, systems, any_of=()) -> pd.DataFrame | None:
+    """The curves of the newest run that measured each of `systems` and, given `any_of`, one of
+    those at least: two systems' times are compared within a run. None where no run did."""
+    measured = {run: set(variants) for run, variants in series.groupby("run_id")["variant"].unique().items()}
+    runs = [run for run, variants in measured.items()
+            if set(systems) <= variants and (not any_of or variants & set(any_of))]
+    return series[series["run_id"] == max(runs)] if runs else None
+
+
+def newest_runs(series: pd.DataFrame) -> pd.DataFrame:
+    """Each system's curves from its newest run."""
+    return series[series["run_id"] == series.groupby("variant")["run_id"].transform("max")]
+
+
 # Figure 12 is Figure 11's plot on a corpus beyond one GPU's memory.
 FIGURE_OF_DATASET = {"clueweb-synth": ("Figure 12", "fig12")}
 
@@ -288,10 +305,21 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
 OUR_GPU_SYSTEMS = ("G4", "delayed-gibbs")  # the table's speed-ups are theirs over every system
 
 
+def _speedup_in_one_run(curves: pd.DataFrame, level: float, system: str, ours: str) -> float:
+    """`system`'s seconds to `level` over `ours`'s, in the newest run that measured both (nan:
+    none did, or one of them never reaches it)."""
+    run = one_run(curves, (system, ours))
+    if run is None:
+        return float("nan")
+    seconds = time_to_target(run, level)
+    return float(seconds[system] / seconds[ours])
+
+
 def _fit_table(setting: dict, curves: pd.DataFrame, rows: pd.DataFrame, target: float) -> str:
     """Per system: its final value, its time to the target, to the worst final value of any
     system (a quality every system reaches) and to the final values of G4 and delayed-gibbs
-    (where above the worst), and the speed-ups of G4 and delayed-gibbs on each."""
+    (where above the worst), each system's newest run's, and the speed-ups of G4 and delayed-gibbs
+    on each, within a run that measured both."""
     final = rows.groupby("variant")["final_loglik"].median()
     worst = float(final.min())
     table = pd.DataFrame({"system": final.index, "final log-likelihood": final.map("{:.4f}".format).values,
@@ -301,12 +329,12 @@ def _fit_table(setting: dict, curves: pd.DataFrame, rows: pd.DataFrame, target: 
     levels += [(f"{ours}'s final", float(final[ours])) for ours in OUR_GPU_SYSTEMS
                if ours in final and final[ours] > worst]
     for label, level in levels:
-        seconds = time_to_target(curves, level).reindex(final.index)
+        seconds = time_to_target(newest_runs(curves), level).reindex(final.index)
         table[f"seconds to {label}"] = seconds.map(lambda s: "not reached" if np.isnan(s) else f"{s:.3g}").values
         for ours in OUR_GPU_SYSTEMS:
-            if ours in seconds and np.isfinite(seconds[ours]):
-                table[f"{ours}'s speed-up to {label}"] = (seconds / seconds[ours]).map(
-                    lambda r: "" if np.isnan(r) else f"{r:.3g}x").values
+            speedups = pd.Series({system: _speedup_in_one_run(curves, level, system, ours) for system in final.index})
+            if speedups.notna().any():
+                table[f"{ours}'s speed-up to {label}"] = speedups.map(lambda r: "" if np.isnan(r) else f"{r:.3g}x").values
     title = ", ".join(f"{k}={v}" for k, v in setting.items())
     return (f"**{title}**: target {target:.4f}, worst final {worst:.4f} nats/token\n\n" +
             table.to_markdown(index=False, disable_numparse=True))

@@ -34,11 +34,13 @@ REAL_TARGETS = {"kos": 1.4e9, "nips": 1.8e9}
 # ---------------------------------------------------------------------------------------
 
 # Figure 10: per K, G4 streamed through a budget of the model (stream.model_bytes) plus 6 GiB
-# at full size (0.6 GiB at a tenth), which holds no more than half of the chunks: (a) chunks
-# with one worker, (b) workers with 10 chunks, (c) threads per block with 10 chunks and 4
-# workers. (K, budget at full size, budget at a tenth or None: quick leaves K = 3000 out)
+# at full size (0.6 GiB at a tenth), which holds no more than half of the chunks: (b) workers
+# with 10 chunks, (a) chunks with one worker, (c) threads per block with 10 chunks and 4
+# workers. (b) first, so that one run holds 1 and 4 workers (SL7b's ratio); (a)'s run then
+# leaves out the 10 chunks that (b) measured, and keeps 3 and 20 (SL7a's). (K, budget at
+# full size, budget at a tenth or None: quick leaves K = 3000 out)
 TUNING_BUDGETS = ((1000, 8, 0.8), (3000, 12, None), (5000, 16, 1.6))
-TUNING_PANELS = ({"chunks": "3,5,10,20", "workers": "1"}, {"chunks": "10", "workers": "2,3,4"},
+TUNING_PANELS = ({"chunks": "10", "workers": "1,2,3,4"}, {"chunks": "3,5,10,20", "workers": "1"},
                  {"chunks": "10", "workers": "4", "threads": "64,128,256,512,1024"})
 
 
@@ -507,13 +509,16 @@ def _table2_l(results) -> Measured | None:
 
 def _tuning_lines(results, axis: str) -> list[tuple[dict, pd.Series]]:
     """(the line's setting, median tokens/s by the axis's value) for every streamed G4 line along
-    `axis` (Figure 10's)."""
+    `axis` (Figure 10's), from the newest run that measured the line at two values or more: the
+    claims' ratios are one run's."""
     df = _gpu(results.frame("saber"))
     if df.empty:
         return []
     lines = []
     for setting, line in _settings(figures.tuning_rows(df), [k for k in SETTING if k != axis]):
-        if line[axis].nunique() > 1:
+        values = line.groupby("run_id")[axis].nunique()
+        if (values > 1).any():
+            line = line[line["run_id"] == values[values > 1].index.max()]
             lines.append((setting, line.groupby(axis)["tokens_per_s"].median()))
     return sorted(lines, key=lambda item: (item[0]["K"], item[0]["memory"]))
 
@@ -684,22 +689,32 @@ def _speedups(peer: str):
     reaches), per setting where that lies above the systems' median start."""
 
     def ours(results) -> Measured | None:
-        measured = []
+        measured, apart = [], []
         for setting, rows, curves in _fit_settings(results):
             final = _finals(rows, twins=False)
             initial = figures.start_of(curves)
             if not {"G4", peer} <= set(final.index) or not final.min() > initial:
                 continue  # without the two, or every start above the worst final value: it says nothing
-            seconds = figures.time_to_target(curves, float(final.min()))
+            run = figures.one_run(curves, ("G4", peer))
+            if run is None:
+                apart.append(setting)
+                continue
+            seconds = figures.time_to_target(run, float(final.min()))
             if np.isfinite(seconds.get("G4", np.nan)) and np.isfinite(seconds.get(peer, np.nan)):
                 measured.append((setting, float(seconds[peer] / seconds["G4"])))
         if not measured:
             return None
         values = [ratio for _, ratio in measured]
         return Measured(values, f"{_x(min(values))[:-1]}-{_x(max(values))}: " +
-                        "; ".join(f"{_fit_where(s)}: {_x(r)}" for s, r in measured))
+                        "; ".join(f"{_fit_where(s)}: {_x(r)}" for s, r in measured) + _apart(apart))
 
     return ours
+
+
+def _apart(settings: list[dict]) -> str:
+    """The settings whose systems were measured in different runs only: not compared."""
+    return f"; not compared (the two in different runs): {', '.join(_fit_where(s) for s in settings)}" \
+        if settings else ""
 
 
 def _gaps(system: str, reference: str = "tomotopy"):
@@ -730,12 +745,16 @@ def _to_tomotopy_final(system: str):
     longest run: a shorter run's final value is not where collapsed Gibbs converges."""
 
     def ours(results) -> Measured | None:
-        measured = []
+        measured, apart = [], []
         for setting, rows, curves in _fit_settings(results):
             final = rows.groupby("variant")["final_loglik"].median()
             if is_synthetic(setting["dataset"]) or not {system, "tomotopy"} <= set(final.index):
                 continue
-            seconds = figures.time_to_target(curves, float(final["tomotopy"]))
+            run = figures.one_run(curves, (system, "tomotopy"))
+            if run is None:
+                apart.append(setting)
+                continue
+            seconds = figures.time_to_target(run, float(final["tomotopy"]))
             ours_, peer = seconds.get(system, np.nan), seconds["tomotopy"]
             measured.append((setting, float(peer / ours_) if np.isfinite(ours_) else float("nan"),
                              f"{system} at {ours_:.2f} s, tomotopy at {peer:.1f} s ({_x(peer / ours_)})"
@@ -749,7 +768,7 @@ def _to_tomotopy_final(system: str):
         judged = [s["iterations"] == longest[key] for (s, _, _), key in zip(measured, corpus_k)]
         return Measured([ratio for (_, ratio, _), j in zip(measured, judged) if j],
                         "; ".join(f"{_fit_where(s)}: {text}" + ("" if j else " (not judged: a longer run exists)")
-                                  for (s, _, text), j in zip(measured, judged)))
+                                  for (s, _, text), j in zip(measured, judged)) + _apart(apart))
 
     return ours
 
@@ -757,7 +776,7 @@ def _to_tomotopy_final(system: str):
 def _to_target(results) -> Measured | None:
     """Per setting with tomotopy: the speed-up of the faster of G4 and delayed-gibbs to the
     figure's target (figures.target_of) over tomotopy; nan where neither reaches it."""
-    measured = []
+    measured, apart = [], []
     for setting, rows, curves in _fit_settings(results):
         final = rows.groupby("variant")["final_loglik"].median()
         ours = [s for s in ("G4", "delayed-gibbs") if s in final]
@@ -765,7 +784,12 @@ def _to_target(results) -> Measured | None:
             continue
         reference = float(rows["true_phi_loglik"].median()) if "true_phi_loglik" in rows else float("nan")
         target, _ = figures.target_of(curves, reference)
-        seconds = figures.time_to_target(curves, target)
+        run = figures.one_run(curves, ("tomotopy",), any_of=ours)
+        if run is None:
+            apart.append(setting)
+            continue
+        ours = [s for s in ours if s in set(run["variant"])]
+        seconds = figures.time_to_target(run, target)
         best = min((seconds[s] for s in ours if np.isfinite(seconds.get(s, np.nan))), default=np.nan)
         peer = seconds.get("tomotopy", np.nan)
         if not np.isfinite(best):
@@ -775,12 +799,12 @@ def _to_target(results) -> Measured | None:
         elif np.isfinite(peer):
             value, text = float(peer / best), _x(peer / best)
         else:  # tomotopy did not reach it: at least its whole training time over ours
-            value = float(curves.loc[curves["variant"] == "tomotopy", "wall_s"].max() / best)
+            value = float(run.loc[run["variant"] == "tomotopy", "wall_s"].max() / best)
             text = f"over {_x(value)} (tomotopy does not reach it)"
         measured.append((setting, value, f"{_fit_where(setting)}, target {target:.3f}: {text}"))
     if not measured:
         return None
-    return Measured([value for _, value, _ in measured], "; ".join(text for _, _, text in measured))
+    return Measured([value for _, value, _ in measured], "; ".join(text for _, _, text in measured) + _apart(apart))
 
 
 PAPER_CLUEWEB = {5000: 135e6, 10_000: 92e6}  # tokens/s on a GTX 1080 (Sec. 4.5)
