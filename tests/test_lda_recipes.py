@@ -80,6 +80,19 @@ def test_st3_over_alg1(speedup, expected):
     assert CLAIM["ST3"].holds(measured.value) is expected
 
 
+def test_claims_read_the_setting_most_rows_were_measured_at():
+    # the paper's corpus at full size, and a few K of a smaller scale where alg1 is three times
+    # slower and alg7 twice: ST1 and ST3 read the full size alone (ST3 had failed on two scales)
+    full = {(p, v, K): (2.0 if v == "alg1" else 1.1 if v == "alg4" else 1.0) * 1e-3 * K
+            for p in ("f32", "f64") for v in ("alg1", "alg4", "alg7") for K in range(480, 1025, 4)}
+    half = {(p, v, K): (6.0 if v == "alg1" else 1.1 if v == "alg4" else 2.0) * 1e-3 * K
+            for p in ("f32", "f64") for v in ("alg1", "alg4", "alg7") for K in range(996, 1025, 4)}
+    results = FakeResults({"lda": pd.concat([application(full, scale=1.0), application(half, scale=0.5)])})
+    assert CLAIM["ST3"].ours(results).value == pytest.approx([2.0 / 1.1, 2.0] * 2)
+    alone = FakeResults({"lda": application(full, scale=1.0)})
+    assert CLAIM["ST1"].ours(results).value == CLAIM["ST1"].ours(alone).value
+
+
 @pytest.mark.parametrize("deepening, expected", [(1.0, True), (-1.0, False)])
 def test_st4_dips_by_trailing_zero_bits(deepening, expected):
     # The paper's shape: an upper line through the odd K, each even K below it by an

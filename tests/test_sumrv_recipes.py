@@ -175,6 +175,19 @@ def test_auto_is_judged_in_the_newest_run_that_measured_it(tmp_path):
     assert measured.value == pytest.approx(1.01) and "absent" not in measured.text
 
 
+def test_the_tables_claims_compare_variants_within_one_run(tmp_path):
+    # a later run measured fftconv alone at one point, faster than strip was in the earlier run
+    # (which measured every variant there): strip is still fastest in the run that compared them
+    df = _frame()
+    late = pd.DataFrame([{**_row("fft", 256, 256, 4096, "f32", "lin", 1.0, run_id="20261102T000000Z-bbbbbb"),
+                          "repeat": repeat} for repeat in range(2)])  # pooled, its median would be below strip's
+    assert _verdicts(Frame(pd.concat([df, late]), tmp_path))["strip-fastest"] is True
+    # and where no run measured every variant, each variant's newest run stands for it
+    lone = df[(df["variant"] != "fft") | (df["m"] != 256) | (df["batch"] != 4096)].assign(
+        run_id=lambda d: d["run_id"].where(d["variant"] != "strip", "20261102T000000Z-cccccc"))
+    assert _verdicts(Frame(pd.concat([lone, late]), tmp_path))["strip-fastest"] is False
+
+
 def test_auto_is_judged_repeat_by_repeat_and_in_log_space_against_componentwise_rivals(tmp_path):
     def row(variant, us, repeat, space="lin"):
         return {**_row(variant, 256, 256, 1024, "f32", space, us), "repeat": repeat}

@@ -163,12 +163,27 @@ def auto_points(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def one_run_a_point(df: pd.DataFrame, point: list[str]) -> pd.DataFrame:
+    """Each point's rows from the newest run that measured there every variant measured there at
+    all, so that variants are compared within a run; where no run did, each variant's newest run."""
+    if df.empty or "run_id" not in df:
+        return df
+    chosen = []
+    for _, at in df.groupby(point, dropna=False):
+        variants = at.groupby("run_id")["variant"].nunique()
+        complete = variants[variants == at["variant"].nunique()]
+        chosen.append(at[at["run_id"] == complete.index.max()] if len(complete) else
+                      at[at["run_id"] == at.groupby("variant")["run_id"].transform("max")])
+    return pd.concat(chosen)
+
+
 def summary(df: pd.DataFrame, sizes=(32, 256, 1024, 4096)) -> pd.DataFrame:
-    """At m = n in `sizes`: each variant's median time (us), GFLOP/s and (linear space) fraction
-    of the FMA peak."""
+    """At m = n in `sizes`, each point from one run (one_run_a_point): each variant's median time
+    (us), GFLOP/s and (linear space) fraction of the FMA peak."""
     rows = df[(df["m"] == df["n"]) & df["n"].isin(sizes)]
     if "peak_frac" in rows and "space" in rows:  # older runs gave log space a fraction of an exp rate
         rows = rows.assign(peak_frac=rows["peak_frac"].where(rows["space"] == "lin"))
+    rows = one_run_a_point(rows, [c for c in ("space", "precision", "batch", "m", "n") if c in rows])
     keys = [c for c in ("space", "precision", "batch", "n", "variant") if c in rows]
     table = rows.groupby(keys, dropna=False).agg(us=("call_s", "median"), gflops=("gflops", "median"),
                                                  peak_frac=("peak_frac", "median"),

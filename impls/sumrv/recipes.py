@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
-from impls.sumrv.figures import AUTO_KEYS, OURS, auto_points, summary
+from impls.sumrv.figures import AUTO_KEYS, OURS, auto_points, one_run_a_point, summary
 
 SUITE = "sumrv"
 PROFILES = ("cpu", "quick", "paper")
@@ -210,6 +210,7 @@ def _crossover(results) -> Measured | None:
     if df.empty:
         return None
     grid = df[(df["batch"] == 1024) & (df["precision"] == "f32") & (df["space"] == "lin")]
+    grid = one_run_a_point(grid, ["m", "n"])
     times = grid.groupby(["m", "n", "variant"])["call_s"].median().unstack("variant")
     if OURS not in times or "fft" not in times:
         return None
