@@ -268,6 +268,14 @@ def floor_figure(df: pd.DataFrame, meta: dict, outdir: Path, name: str) -> list[
     return save(fig, outdir, f"{name}-floors", caption(meta, rows) + "\n" + note)
 
 
+def newest_run(rows: pd.DataFrame, measured) -> pd.DataFrame | None:
+    """The rows of the newest run whose own rows satisfy `measured` (a test of a run's rows:
+    "both systems", "two values of the axis"), so that what is compared is that run's; None where
+    no run does."""
+    runs = [run for run, run_rows in rows.groupby("run_id") if measured(run_rows)]
+    return rows[rows["run_id"] == max(runs)] if runs else None
+
+
 def per_setting(df: pd.DataFrame, keys, always=()):
     """(setting, rows) for each combination of the keys that vary in df (and of the
     keys in `always`), so that no figure pools them; ({}, df) when none vary."""

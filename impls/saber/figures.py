@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, per_setting, plain_log_labels, save, save_text, setting_stem
+from bench.figures import caption, newest_run, per_setting, plain_log_labels, save, save_text, setting_stem
 from bench.results import key_columns
 
 # G4 overlaps its chunks' phases; a replayed graph holds an iteration's phases (after its capture)
@@ -83,9 +83,9 @@ def _gpus_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list
     fixed = [k for k in keys if k != "gpus"]
     lines = []
     for name, line in df.groupby([*fixed, "variant"], dropna=False):
-        counts = line.groupby("run_id")["gpus"].nunique()  # a line is one run's: its speed-ups are that run's
-        if (counts > 1).any():
-            lines.append((dict(zip([*fixed, "variant"], name)), line[line["run_id"] == counts[counts > 1].index.max()]))
+        line = newest_run(line, lambda run: run["gpus"].nunique() > 1)  # its speed-ups are one run's
+        if line is not None:
+            lines.append((dict(zip([*fixed, "variant"], name)), line))
     if not lines:
         return []
     fig = Figure(figsize=(6, 4.5))
@@ -232,10 +232,11 @@ def time_to_target(series: pd.DataFrame, target: float) -> pd.Series:
 def one_run(series: pd.DataFrame, systems, any_of=()) -> pd.DataFrame | None:
     """The curves of the newest run that measured each of `systems` and, given `any_of`, one of
     those at least: two systems' times are compared within a run. None where no run did."""
-    measured = {run: set(variants) for run, variants in series.groupby("run_id")["variant"].unique().items()}
-    runs = [run for run, variants in measured.items()
-            if set(systems) <= variants and (not any_of or variants & set(any_of))]
-    return series[series["run_id"] == max(runs)] if runs else None
+    def measured(run: pd.DataFrame) -> bool:
+        variants = set(run["variant"])
+        return set(systems) <= variants and (not any_of or bool(variants & set(any_of)))
+
+    return newest_run(series, measured)
 
 
 def newest_runs(series: pd.DataFrame) -> pd.DataFrame:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from bench.corpus import catalogue, is_synthetic, parse_datasets
+from bench.figures import newest_run
 from bench.recipes import Claim, Measured, Recipe, Sweep, gate, size
 from impls.saber import figures
 
@@ -320,9 +321,8 @@ def _k_scaling(results) -> Measured | None:
     g4 = g4[g4["variant"] == "G4"] if "variant" in g4 else g4
     measured = []
     for setting, rows in _settings(g4, [k for k in SETTING if k != "K"]):
-        both = [run for run, ks in rows.groupby("run_id")["K"].unique().items() if {1000, 10_000} <= set(ks)]
-        if both and setting.get("gpus", 1) == 1:
-            rows = rows[rows["run_id"] == max(both)]
+        rows = newest_run(rows, lambda run: {1000, 10_000} <= set(run["K"]))
+        if rows is not None and setting.get("gpus", 1) == 1:
             low, high = (rows.loc[rows["K"] == k, "tokens_per_s"].median() for k in (1000, 10_000))
             measured.append(({**setting, "K": 1000}, rows, high / low, low, high))
     if not measured:
@@ -519,9 +519,8 @@ def _tuning_lines(results, axis: str) -> list[tuple[dict, pd.Series]]:
         return []
     lines = []
     for setting, line in _settings(figures.tuning_rows(df), [k for k in SETTING if k != axis]):
-        values = line.groupby("run_id")[axis].nunique()
-        if (values > 1).any():
-            line = line[line["run_id"] == values[values > 1].index.max()]
+        line = newest_run(line, lambda run: run[axis].nunique() > 1)
+        if line is not None:
             lines.append((setting, line.groupby(axis)["tokens_per_s"].median()))
     return sorted(lines, key=lambda item: (item[0]["K"], item[0]["memory"]))
 
@@ -765,10 +764,13 @@ def _to_tomotopy_final(system: str):
                              f"(it ends at {final[system]:.3f}; tomotopy at {peer:.1f} s)"))
         if not measured:
             return None
-        corpus_k = [(s["dataset"], s.get("scale"), s["K"]) for s, _, _ in measured]
-        longest = pd.DataFrame({"key": corpus_k, "iterations": [s["iterations"] for s, _, _ in measured]}) \
-            .groupby("key")["iterations"].max()
-        judged = [s["iterations"] == longest[key] for (s, _, _), key in zip(measured, corpus_k)]
+        def corpus_k(setting: dict) -> tuple:
+            return setting["dataset"], setting.get("scale"), setting["K"]
+
+        longest: dict[tuple, int] = {}
+        for s, _, _ in measured:
+            longest[corpus_k(s)] = max(longest.get(corpus_k(s), 0), s["iterations"])
+        judged = [s["iterations"] == longest[corpus_k(s)] for s, _, _ in measured]
         return Measured([ratio for (_, ratio, _), j in zip(measured, judged) if j],
                         "; ".join(f"{_fit_where(s)}: {text}" + ("" if j else " (not judged: a longer run exists)")
                                   for (s, _, text), j in zip(measured, judged)) + _apart(apart))

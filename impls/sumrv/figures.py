@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, per_setting, plain_log_labels, save, save_text, setting_stem
+from bench.figures import caption, newest_run, per_setting, plain_log_labels, save, save_text, setting_stem
 from bench.results import key_columns
 
 OURS = "strip"
@@ -170,9 +170,8 @@ def one_run_a_point(df: pd.DataFrame, point: list[str]) -> pd.DataFrame:
         return df
     chosen = []
     for _, at in df.groupby(point, dropna=False):
-        variants = at.groupby("run_id")["variant"].nunique()
-        complete = variants[variants == at["variant"].nunique()]
-        chosen.append(at[at["run_id"] == complete.index.max()] if len(complete) else
+        whole = newest_run(at, lambda run: run["variant"].nunique() == at["variant"].nunique())
+        chosen.append(whole if whole is not None else
                       at[at["run_id"] == at.groupby("variant")["run_id"].transform("max")])
     return pd.concat(chosen)
 
