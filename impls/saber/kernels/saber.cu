@@ -475,22 +475,28 @@ __device__ __forceinline__ void stage_row(const float* row, int topics, float* s
 #endif
 }
 
+// The warp's lane scan of the sparse part for a token of word v whose document's non-zeros of
+// A are [start, stop): lane l adds the products l, l + 32, ... in order, then the lanes'
+// inclusive scan; kept where `sums` holds it already. Called with the token's span alone,
+// before its other inputs are read: a delayed-gibbs token holds ten of them, and held across
+// this loop they made its loads wait (delayed-gibbs on nips about 1% faster, NOTES).
+__device__ __forceinline__ void update_sums(const Chunk& c, int start, int stop, int v, const float* bhat_v,
+                                            SparseSums& sums) {
+  if (sums.start == start && sums.v == v) return;
+  float partial = 0.0f;
+  for (int j = start + (threadIdx.x & 31); j < stop; j += W) partial = __fadd_rn(partial, counted(c, j, bhat_v));
+  sums = SparseSums{start, v, warp_scan(partial)};
+}
+
 // A token's topic (Fig. 5, bugs fixed, its search ours: model.sparse_draw), the whole warp
 // together, with B^_v read from bhat_v (global memory or the block's copy): the sparse part
 // over the non-zeros of A_d, else the word's tree (G2-G4) or alias table (G0, G1), the
-// token's own topic left out where t.own names it. `sums`: the warp's last lane scan, reused
-// where it applies, else replaced.
+// token's own topic left out where t.own names it. `sums`: the token's lane scan (update_sums).
 template <bool LeftOut, typename Structure>
 __device__ int draw(const Chunk& c, const Token& t, int v, const float* bhat_v, float alpha,
-                    const Structure& structure, SparseSums& sums) {
+                    const Structure& structure, const SparseSums& sums) {
   const int lane = threadIdx.x & 31;
-  // S: lane l adds the products l, l + 32, ... in order; the lanes' inclusive scan (the own
-  // topic's delta added from its lane on); S its last.
-  if (sums.start != t.start || sums.v != v) {
-    float partial = 0.0f;
-    for (int j = t.start + lane; j < t.stop; j += W) partial = __fadd_rn(partial, counted(c, j, bhat_v));
-    sums = SparseSums{t.start, v, warp_scan(partial)};
-  }
+  // S: the lanes' scan, the own topic's delta added from its lane on; S its last.
   float lanes = sums.lanes;
   if (LeftOut && t.own.index >= 0 && lane >= ((t.own.index - t.start) & (W - 1)))
     lanes = __fadd_rn(lanes, t.own.delta);
@@ -525,6 +531,7 @@ __device__ void sample_by_token(const Chunk& c, int tokens, const float* bhat, i
     const int v = c.words[p];
     const float* bhat_v = bhat + (long long)v * topics;
     const Token t = token_at(c, p, v, bhat_v, totals[v], denominator, structure, z, seed, iteration);
+    update_sums(c, t.start, t.stop, v, bhat_v, sums);
     const int k = draw<true>(c, t, v, bhat_v, alpha, structure, sums);
     if ((threadIdx.x & 31) == 0) z[p] = k;
   }
@@ -573,6 +580,8 @@ __device__ void sample_by_word(const Chunk& c, const int* by_word, const int* se
       if (Prefetch) prefetch_row(c, batch, 0);
       for (int j = 0; j < n; ++j) {
         if (Prefetch && j + 1 < n) prefetch_row(c, batch, j + 1);
+        const int2 span = batch.span(j);
+        update_sums(c, span.x, span.y, v, bhat_v, sums);
         const int k = draw<LeftOut>(c, batch.get(j, total), v, bhat_v, alpha, structure, sums);
         if (lane == j) topic = k;
       }
