@@ -290,6 +290,21 @@ def test_figure_12_and_two_gpus():
     assert claim("GPU2").ours(Frames(saber=two.assign(run_id=two["gpus"].astype(str)))) is None  # not one run
 
 
+def test_the_streamed_pubmed_claim_reads_one_run():
+    def streamed(rates: dict, run_id: str, memory: float) -> pd.DataFrame:
+        return pd.concat([saber_rows({"G4": {"overlapped": 1.0}}, dataset="pubmed-synth", K=k, memory=memory,
+                                     run_id=run_id).assign(tokens_per_s=rate, chunks_used=20)
+                          for k, rate in rates.items()])
+
+    first = streamed({100: 1.5e9, 1000: 1.4e9, 10_000: 1.1e9}, "r1", 48.0)
+    assert verdict("STREAM", Frames(saber=first))
+    # a later run at another budget that reached K = 1000 alone: neither pooled nor taken
+    later = streamed({100: 0.5e9, 1000: 0.4e9}, "r2", 8.0)
+    text = claim("STREAM").ours(Frames(saber=pd.concat([first, later]))).text
+    assert text == ("G4 streamed within 48 GiB: 1.50 G tokens/s at K = 100 (20 chunks), 1.40 G tokens/s at K = 1000 "
+                    "(20 chunks), 1.10 G tokens/s at K = 10,000 (20 chunks)")
+
+
 def test_table_4_from_the_profile():
     metrics = {"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": 40.3, "dram__bytes.sum.per_second": 1.94,
                "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": 9.0,

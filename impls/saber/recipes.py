@@ -439,7 +439,8 @@ def _delayed_gibbs_rate(results) -> Measured | None:
 
 
 def _pubmed_streamed(results) -> Measured | None:
-    """G4 streamed on pubmed-synth at full size: tokens/s by K."""
+    """G4 streamed on pubmed-synth at full size: tokens/s by K, in the newest run that reached the
+    largest K measured (runs of other budgets or iterations are not pooled)."""
     df = _gpu(results.frame("saber"))
     if df.empty:
         return None
@@ -447,6 +448,7 @@ def _pubmed_streamed(results) -> Measured | None:
     rows = rows[rows["resident"] == 0]
     if rows.empty:
         return None
+    rows = newest_run(rows, lambda run: run["K"].max() == rows["K"].max())
     rates = rows.groupby("K")["tokens_per_s"].median()
     chunks = rows.groupby("K")["chunks_used"].median()
     text = ", ".join(f"{_g(rate)} tokens/s at K = {_k(k)} ({chunks[k]:.0f} chunks)" for k, rate in rates.items())
