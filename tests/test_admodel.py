@@ -254,3 +254,10 @@ def test_figures_and_tables_keep_scales_apart_and_take_a_configurations_newest_r
     tables = (tmp_path / "admodel-tables.md").read_text()
     assert "| 0.125 " in tables
     assert tables.count("10.00 (100x") == 1  # f32 at scale 1 (run a); f64 there from run b: 20.00 (50x)
+    # a newer run resumed past the references (f32's GPU variant alone): the cell keeps run a's, with
+    # its speed-ups, not a time with none
+    resumed = dict(rows[1], run_id="20260104T000000Z-d", seconds=0.04, timestamp="2026-01-04T00:00:00+00:00",
+                   precision="f32", scale=1.0)
+    assert resumed["variant"] == "fused"
+    assert "40.00" not in figures.markdown_tables(pd.DataFrame([*rows, resumed]))
+    assert figures.markdown_tables(pd.DataFrame([*rows, resumed])).count("10.00 (100x") == 1

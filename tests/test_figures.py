@@ -123,9 +123,15 @@ def test_figure6_by_phase_says_what_the_draw_gains_and_its_share(tmp_path):
     [table] = [p for p in written if p.name == "fig6-phases.md"]
     lines = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.read_text().splitlines()
              if line.startswith("| ")]
-    assert lines[0][:7] == ["update", "precision", "K", "alg1 ms a run", "alg7 over alg1, whole",
-                            "alg7 over alg1, draw", "draw's share of alg1"]
+    assert lines[0][:7] == ["update", "precision", "K", "alg1 ms a run", "alg1 over alg7, whole",
+                            "alg1 over alg7, draw", "draw's share of alg1"]
     assert lines[1][:7] == ["dirichlet", "f32", "240", "1e+04", "1.67", "2", "0.8"]
+    # a later run of alg1 alone (its rng slower): each point's phases stay the run's that measured both
+    later = [dict(row, run_id="r2", rng_s=0.9, seconds=20.0) for row in rows if row["variant"] == "alg1"]
+    written = lda_figures.render_figures(pd.DataFrame(rows + later), {"runs": {"r1": ENV, "r2": ENV}, "schema": SCHEMA},
+                                         tmp_path / "2")
+    [table] = [p for p in written if p.name == "fig6-phases.md"]
+    assert "1e+04" in table.read_text() and "2e+04" not in table.read_text()
     alone = [row for row in rows if row["variant"] == "alg1"]  # nothing to compare it with
     written = lda_figures.render_figures(pd.DataFrame(alone), {"runs": {"r1": ENV}, "schema": SCHEMA}, tmp_path / "1")
     assert "fig6-phases.md" not in {p.name for p in written}

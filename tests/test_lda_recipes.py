@@ -37,7 +37,7 @@ def application(times, update="mfm", iterations=3, repeats=2, backend="gpu", dra
             rows.append(dict(suite="lda", backend=backend, dataset="wiki-synth", update=update, precision=precision,
                              K=K, iterations=iterations, variant=variant, repeat=repeat, seconds=seconds,
                              draw_z_s=draw_share * seconds, update_s=0.05 * seconds, tokens=1000,
-                             group=f"{update}-{precision}-{K}-{iterations}", **extra))
+                             group=f"{update}-{precision}-{K}-{iterations}", **{"run_id": "r1", **extra}))
     return pd.DataFrame(rows)
 
 
@@ -69,6 +69,13 @@ def test_alg7_against_alg4(claim_id, precision, alg4_over_alg7, expected):
     assert verdict(claim_id, results) is expected
     # The other precision's claim has nothing to read.
     assert verdict({"ST1": "ST2", "ST2": "ST1"}[claim_id], results) is None
+    # alg7 measured again at two K by a later run alone: those K have no ratio within a run, and say so
+    later = application({key: value for key, value in times.items() if key[1] == "alg7" and key[2] in (16, 80)},
+                        run_id="r2")
+    apart = FakeResults({"lda": pd.concat([application(times)[lambda d: ~((d["variant"] == "alg7")
+                                                                        & d["K"].isin([16, 80]))], later])})
+    assert "of the 254 K = 4k measured" in CLAIM[claim_id].ours(apart).text
+    assert "(left out: K = 16, 80, where alg4 and alg7 ran in different runs)" in CLAIM[claim_id].ours(apart).text
 
 
 @pytest.mark.parametrize("speedup, expected", [(2.0, True), (0.8, False)])
@@ -107,6 +114,13 @@ def test_st4_dips_by_trailing_zero_bits(deepening, expected):
     # The Figure 7 grid alone (K = 4k) has no odd neighbours: not measured.
     grid = {key: value for key, value in times.items() if key[2] % 4 == 0}
     assert verdict("ST4", FakeResults({"lda": application(grid)})) is None
+    # that grid measured again, 5% faster, by a later run: each dip stays one run's
+    later = application({key: 0.95 * value for key, value in grid.items()}, run_id="r2")
+    both = FakeResults({"lda": pd.concat([application(times), later])})
+    def dips(results):
+        return {kernel: by_zeros.round(12).to_dict() for kernel, by_zeros in CLAIM["ST4"].ours(results).value.items()}
+
+    assert dips(both) == dips(FakeResults({"lda": application(times)}))
 
 
 def test_trailing_zeros():
@@ -135,6 +149,12 @@ def test_iterations(drift, expected):
     assert verdict("iterations", FakeResults({"lda": frame})) is expected
     # One iteration count only: nothing to compare.
     assert verdict("iterations", FakeResults({"lda": application(times(1.0))})) is None
+    # the fewest iterations measured again by newer code (alg7 slower there): not compared with the
+    # most iterations measured by the older
+    later = application(times(1.2), iterations=3, run_id="r2", code_version="new")
+    mixed = pd.concat([frame.assign(code_version="old"), later], ignore_index=True)
+    assert verdict("iterations", FakeResults({"lda": mixed})) is None
+    assert verdict("iterations", FakeResults({"lda": frame.assign(code_version="old")})) is expected
 
 
 @pytest.mark.parametrize("speedup_at_1024, expected", [(2.5, True), (1.5, False)])

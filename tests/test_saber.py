@@ -367,7 +367,7 @@ def test_stages_with_one_structure_draw_the_same_topics_and_the_suite_sweeps(tmp
     names = {path.name for path in render_all(tmp_path / "results-gpu", tmp_path / "figures-gpu", [SUITE])}
     assert {"saber-gpus-scaling.png", "saber-gpus-scaling.md"} <= names
     table = (tmp_path / "figures-gpu" / "gpu-test" / "saber-gpus-scaling.md").read_text()
-    assert "G4, tiny, K = 5" in table and "1.90x" in table and "95%" in table
+    assert "G4, tiny at 0.001, K = 5" in table and "1.90x" in table and "95%" in table
     # a later run of one GPU alone, 1.5 times as fast: the line stays the run that measured both
     later = rows.assign(run_id="99991231T000000Z-later", tokens_per_s=rows["tokens_per_s"] * 1.5)
     pd.concat([rows, two, later]).to_csv(gpu_dir / "saber.csv", index=False)

@@ -139,7 +139,7 @@ def test_figure_9_claims_hold_at_the_papers_changes_and_differ_away_from_them():
     results = Frames(saber=ours)
     assert verdict("SL1", results) and verdict("SL2", results)
     assert not verdict("SL3", results) and not verdict("SL4", results) and not verdict("SL5", results)
-    assert claim("SL3").ours(results).text.startswith("-45% (nytimes-synth, K = 1000, 100 iterations, resident)")
+    assert claim("SL3").ours(results).text.startswith("-45% (nytimes-synth, K = 1000, 100 iterations, 4 chunks, resident)")
     assert "streamed within 6 GiB" in claim("SL4").ours(results).text.split(";")[0]
     cpu = ours.assign(backend="cpu")  # the twins' times say nothing of the GPU's
     assert claim("SL1").ours(Frames(saber=cpu)) is None
@@ -198,6 +198,8 @@ def test_figure_10_claims():
     assert "best 128" in claim("SL7c").ours(results).text
     gentle = tuning("workers", {2: 0.77e9, 4: 0.84e9}, chunks=10)
     assert verdict("SL7b", Frames(saber=pd.concat([chunks, gentle])))
+    small = tuning("chunks", {3: 1.0e9, 20: 0.8e9}, workers=1, scale=0.1)
+    assert claim("SL7a").ours(Frames(saber=small)).text.startswith("one worker: nytimes-synth at 0.1, K = 1000, 8 GiB")
 
 
 def fit(curves: dict, dataset="kos", K=100, true_phi=np.nan) -> tuple[pd.DataFrame, pd.DataFrame]:

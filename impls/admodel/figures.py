@@ -31,11 +31,13 @@ def medians(df: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def newest_runs(table: pd.DataFrame) -> pd.DataFrame:
-    """medians' rows of each point and variant from its newest run alone: a ratio to the CPU
-    references is its run's own, never a blend of runs."""
+def newest_runs(table: pd.DataFrame, with_references: bool = False) -> pd.DataFrame:
+    """medians' rows of each point and variant from its newest run alone (with_references: the
+    newest that measured the CPU references too, where one did): a ratio to the CPU references
+    is its run's own, never a blend of runs."""
     point = [c for c in table.columns if c in ("dataset", "scale", *CONFIG, "op", "variant")]
-    return table.sort_values("run_id").drop_duplicates(point, keep="last")
+    order = table.assign(referenced=table[CPU[0]].notna() if with_references else True)
+    return order.sort_values(["referenced", "run_id"]).drop_duplicates(point, keep="last").drop(columns="referenced")
 
 
 def render_evaluations(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
@@ -80,7 +82,7 @@ def _cell(row) -> str:
 def markdown_tables(df: pd.DataFrame) -> str:
     """Per op, the thesis's tables re-measured: median ms per configuration and variant,
     and the speed-ups over the CPU references of the same run (each point's newest run)."""
-    table = newest_runs(medians(df))
+    table = newest_runs(medians(df), with_references=True)  # a run resumed past its references has none
     cpu = table[table["variant"].isin(CPU)]
     cpu = cpu.assign(ms=cpu["seconds"] * 1e3).pivot_table("ms", ["dataset", "scale", "layout", "op"], "variant")
     cpu = cpu.reset_index()

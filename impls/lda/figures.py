@@ -26,7 +26,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MultipleLocator
 
-from bench.figures import caption, per_setting, save, save_text, setting_stem
+from bench.figures import caption, newest_run, per_setting, save, save_text, setting_stem
 
 LABELS = {
     "alg1": "Algorithm 1 (baseline)",
@@ -258,8 +258,9 @@ def _speedups(df: pd.DataFrame, by: list[str], value: str = "seconds", reference
     """The reference variant's time (`value`: the whole run's, or a phase's) over each
     other variant's, the ratio taken within one repeat of one point (the variants run
     interleaved in a group), then the median over the repeats: a Series indexed by
-    (*by, K, variant)."""
-    wide = df.pivot_table(index=[*by, "K", "group", "repeat"], columns="variant", values=value)
+    (*by, K, variant). A repeat is a run's: two runs' groups are never paired."""
+    run = ["run_id"] if "run_id" in df and df["run_id"].notna().all() else []
+    wide = df.pivot_table(index=[*by, "K", *run, "group", "repeat"], columns="variant", values=value)
     if reference not in wide:
         names = [*by, "K", "variant"]
         return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[]] * len(names), names=names))
@@ -313,13 +314,16 @@ def _figure6_phases(df: pd.DataFrame, meta: dict, outdir: Path, stem: str, title
     apart by phase: per application variant and K, the speed-up of the whole iteration
     and of the draw alone (each ratio within a repeat, median over repeats) and the
     draw's share of Algorithm 1's time. The other phases are the same for both, so the
-    whole cannot gain more than the draw does."""
+    whole cannot gain more than the draw does. Each (update, precision, K) from the newest run
+    that measured alg1 and alg7 there."""
     by = ["update", "precision"]
+    points = (newest_run(at, lambda run: {"alg1", "alg7"} <= set(run["variant"])) for _, at in df.groupby([*by, "K"]))
+    df = pd.concat([at for at in points if at is not None])
     whole, draw = (_speedups(df, by, value).xs("alg7", level="variant") for value in ("seconds", "draw_z_s"))
     alg1 = df[df["variant"] == "alg1"].groupby([*by, "K"])[["seconds", "rng_s", "draw_z_s", "counts_s",
                                                               "update_s"]].median()
-    table = pd.DataFrame({"alg1 ms a run": alg1["seconds"] * 1e3, "alg7 over alg1, whole": whole,
-                          "alg7 over alg1, draw": draw, "draw's share of alg1": alg1["draw_z_s"] / alg1["seconds"],
+    table = pd.DataFrame({"alg1 ms a run": alg1["seconds"] * 1e3, "alg1 over alg7, whole": whole,
+                          "alg1 over alg7, draw": draw, "draw's share of alg1": alg1["draw_z_s"] / alg1["seconds"],
                           **{f"alg1 {phase} ms": alg1[f"{phase}_s"] * 1e3 for phase in ("rng", "counts", "update")}})
     text = table.reset_index().to_markdown(index=False, floatfmt=".3g")
     return [save_text(outdir, f"{stem}.md", f"{title.replace(chr(10), ' ')}; {caption(meta, df).replace(chr(10), '; ')}"

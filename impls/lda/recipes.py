@@ -249,10 +249,13 @@ def _alg7_over_alg4(precision: str, above: int, multiples: bool):
     above 64) where alg7 is faster; with the profile's counters at K = 1024."""
 
     def ours(results) -> Measured | None:
-        ratio = _by_k(_ratio(_application(results), "alg4", "alg7"), precision)
+        application = _application(results)
+        ratio = _by_k(_ratio(application, "alg4", "alg7"), precision).dropna()
         if ratio.empty:
             return None
         grid = ratio[ratio.index % 4 == 0]  # Figure 7's K = 4k
+        ran = application[application["precision"] == precision].groupby("variant")["K"].agg(set)
+        apart = sorted(k for k in ran["alg4"] & ran["alg7"] if k % 4 == 0 and k not in grid.index)
         window = _window(ratio)
         upper = grid[grid.index > above]
         shares = [(upper > 1).mean() if len(upper) else math.nan]
@@ -260,6 +263,8 @@ def _alg7_over_alg4(precision: str, above: int, multiples: bool):
                 f"1024, {_fmt(window.median() if len(window) else None, 3)} over {WINDOW[0]}..{WINDOW[1]} "
                 f"(median of {len(window)} K); alg7 faster at {(grid > 1).sum()} of the {len(grid)} K = 4k "
                 f"measured, at {_percent(shares[0])} of the {len(upper)} above {above}")
+        if apart:
+            text += f" (left out: K = {', '.join(map(str, apart))}, where alg4 and alg7 ran in different runs)"
         if multiples:
             thirty_twos = grid[(grid.index % 32 == 0) & (grid.index > 64)]
             shares.append((thirty_twos > 1).mean() if len(thirty_twos) else math.nan)
@@ -376,25 +381,37 @@ def trailing_zeros(r: int) -> int:
 def _sawtooth(results) -> Measured | None:
     """Per (precision, alg4 or alg7): the dip of each even K (not a multiple of 32) below the
     mean of its odd neighbours, averaged by the trailing zero bits of K mod 32; and the step
-    from K = 32k - 1 to 32k + 1 (the remnant's 31 topics to 1)."""
+    from K = 32k - 1 to 32k + 1 (the remnant's 31 topics to 1). Each dip and step compares the
+    times of one run, the newest that measured all its K: a few percent between runs would
+    otherwise be read as a dip."""
     df = _application(results)
     if df.empty:
         return None
     df = df[df["variant"].isin(["alg4", "alg7"])]
-    times = df.groupby(["precision", "variant", "K"])["seconds"].median()
+    times = df.groupby(["precision", "variant", "run_id", "K"])["seconds"].median()
     dips, steps, parts = {}, {}, []
     for (precision, variant), t in times.groupby(level=["precision", "variant"]):
-        t = t.droplevel(["precision", "variant"])
-        even = [k for k in t.index if k % 2 == 0 and k % 32 and k - 1 in t.index and k + 1 in t.index]
+        runs = {run: at.droplevel(["precision", "variant", "run_id"]) for run, at in t.groupby(level="run_id")}
+
+        def within(ks):  # the times of the newest run that measured every K in ks
+            return next((runs[run] for run in sorted(runs, reverse=True) if set(ks) <= set(runs[run].index)), None)
+
+        measured = sorted(set(t.index.get_level_values("K")))
+        candidates = [k for k in measured if k % 2 == 0 and k % 32 and {k - 1, k + 1} <= set(measured)]
+        even = [k for k in candidates if within((k - 1, k, k + 1)) is not None]
         if not even:
             continue
-        dip = pd.Series({k: (t[k - 1] + t[k + 1]) / 2 / t[k] - 1 for k in even})
+        dip = pd.Series({k: (lambda at: (at[k - 1] + at[k + 1]) / 2 / at[k] - 1)(within((k - 1, k, k + 1)))
+                         for k in even})
         by_zeros = dip.groupby(dip.index.map(lambda k: trailing_zeros(k % 32))).mean()
         dips[precision, variant] = by_zeros
-        step = [t[k + 1] / t[k - 1] - 1 for k in t.index if k % 32 == 0 and k - 1 in t.index and k + 1 in t.index]
+        step = [(lambda at: at[k + 1] / at[k - 1] - 1)(within((k - 1, k + 1))) for k in measured
+                if k % 32 == 0 and within((k - 1, k + 1)) is not None]
         steps[precision, variant] = pd.Series(step).median() if step else math.nan
+        apart = len(candidates) - len(even)
         parts.append(f"{variant} {precision} " + "/".join(f"{100 * d:.1f}" for d in by_zeros)
                      + f"% for {'/'.join(map(str, by_zeros.index))} trailing zero bits"
+                     + (f" ({apart} even K left out: no run measured it and both neighbours)" if apart else "")
                      + (f", time {100 * steps[precision, variant]:+.0f}% from K = 32k - 1 to 32k + 1"
                         if not pd.isna(steps[precision, variant]) else ""))
     if not dips:
@@ -461,6 +478,10 @@ def _iterations(results) -> Measured | None:
         return None
     df = df[df["update"] == "mfm"]
     df = df[df.groupby(["precision", "K"])["iterations"].transform("nunique") > 1]
+    # each count's ratios are its runs' own; a (precision, K) whose counts were measured by two
+    # code versions would compare the versions, not the counts
+    if "code_version" in df:
+        df = df[df.groupby(["precision", "K"])["code_version"].transform("nunique") == 1]
     if df.empty:
         return None
     pairs = [("alg1", "alg4"), ("alg1", "alg7"), ("alg4", "alg7"), ("alg1", "warpscan")]

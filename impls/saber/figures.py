@@ -93,7 +93,9 @@ def _gpus_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list
     table = []
     for i, (setting, line) in enumerate(lines):
         stats = line.groupby("gpus")["tokens_per_s"].agg(["median", "min", "max"]) / 1e9
-        label = f"{setting['variant']}, {setting['dataset']}, K = {setting['K']:,}"
+        scale = setting.get("scale", 1.0)
+        corpus = setting["dataset"] + ("" if scale == 1 else f" at {scale:g}")
+        label = f"{setting['variant']}, {corpus}, K = {setting['K']:,}"
         ax.errorbar(stats.index, stats["median"], [stats["median"] - stats["min"], stats["max"] - stats["median"]],
                     marker="o", capsize=2, color=f"C{i}", label=label)
         if 1 in stats.index:

@@ -244,10 +244,12 @@ def _x(ratio: float) -> str:
 
 
 def _where(setting: dict, rows: pd.DataFrame | None = None, base: dict | None = None) -> str:
-    """A setting in words: corpus (unless base's), K, iterations, resident or the budget, GPUs,
-    CUDA graphs where the setting asks for them."""
+    """A setting in words: corpus (unless base's), K, iterations, chunks where set (0: the
+    code's choice), resident or the budget, GPUs, CUDA graphs where the setting asks for them."""
     same = base is not None and _corpus(base) == _corpus(setting)
     parts = [*([] if same else [_corpus(setting)]), f"K = {_k(setting['K'])}", f"{setting['iterations']} iterations"]
+    if setting.get("chunks", 0):
+        parts.append(f"{setting['chunks']} chunks")
     if rows is not None and _streamed(rows):
         parts.append(f"streamed within {setting['memory']:g} GiB")
     elif rows is not None:
@@ -528,8 +530,9 @@ def _tuning_lines(results, axis: str) -> list[tuple[dict, pd.Series]]:
 
 
 def _line_label(setting: dict) -> str:
+    corpus = f"{_corpus(setting)}, " if setting.get("scale", 1.0) != 1 else ""
     budget = f", {setting['memory']:g} GiB" if setting.get("memory") else ""
-    return f"K = {_k(setting['K'])}{budget}"
+    return f"{corpus}K = {_k(setting['K'])}{budget}"
 
 
 def _chunks(results) -> Measured | None:
@@ -894,8 +897,9 @@ def _table4(results) -> Measured | None:
         get("l1tex__throughput.avg.pct_of_peak_sustained_active")
     shared = get("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed")
     issue = get("sm__issue_active.avg.pct_of_peak_sustained_elapsed")
-    return Measured((dram, memory), f"{SAMPLING_KERNEL} ({rows['variant'].iloc[0]}), K = {_k(k)}: DRAM {dram:.0f}% of "
-                    f"its peak ({get('dram__bytes.sum.per_second'):.2f} TB/s), L2 {l2:.0f}%, L1 {l1:.0f}%, shared "
+    return Measured((dram, memory), f"{SAMPLING_KERNEL} ({rows['variant'].iloc[0]}), K = {_k(k)}: DRAM at "
+                    f"{get('dram__bytes.sum.per_second'):.2f} TB/s, {dram:.0f}% of its peak, L2 {l2:.0f}%, "
+                    f"L1 {l1:.0f}%, shared "
                     f"memory {shared:.0f}% ({conflicts:.0%} of its load wavefronts bank conflicts); SM issue "
                     f"{issue:.0f}%; memory dependency (long scoreboard) {memory:.0f}% of a warp's cycles per issued "
                     "instruction")
