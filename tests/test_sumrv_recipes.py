@@ -270,3 +270,13 @@ def test_every_claim_computes_on_the_committed_h200_results():
             continue
         assert measured is not None and measured.text, claim.id
         claim.holds(measured.value)
+
+
+def test_auto_points_name_the_rival_with_the_lowest_median():
+    """strip wins three of five repeats by a hair and loses two by far; naive's median is lower:
+    the table names naive beside its own median, not the repeats' most frequent winner."""
+    times = {"strip": [1, 2, 3, 100, 100], "naive": [2, 3, 4, 1, 1], "auto": [2, 3, 4, 2, 2]}
+    df = pd.DataFrame([dict(_row(variant, 64, 64, 1, "f32", "lin", us), repeat=repeat)
+                       for variant, series in times.items() for repeat, us in enumerate(series)])
+    [point] = figures.auto_points(df).to_dict("records")
+    assert point["fastest rival"] == "naive" and point["its us"] == pytest.approx(2.0)

@@ -141,9 +141,11 @@ def _range(values, fmt: str = "{:,.0f}", suffix: str = "x", dash: str = "-") -> 
 
 
 def _scales(rows: pd.DataFrame) -> str:
-    """' (at scale ...)' where the rows are not at the thesis's size."""
+    """The scale the rows were measured at: the claims read each dataset's largest (_largest_scale),
+    which a table of a smaller scale beside them in the report may contradict."""
     scales = sorted({float(s) for s in rows["scale"]})
-    return "" if scales == [1.0] else f" (at scale {', '.join(f'{s:g}' for s in scales)} of the thesis's size)"
+    return " (at the thesis's size)" if scales == [1.0] else \
+        f" (at scale {', '.join(f'{s:g}' for s in scales)} of the thesis's size)"
 
 
 def _ratio(table: pd.DataFrame, axis: str, numerator, denominator) -> pd.DataFrame:
@@ -271,7 +273,8 @@ def l1_objective(results):
                       f"ms without (ldcg), {r.ratio:.2f}x" for r in sim.sort_values("precision", ascending=False)
                       .itertuples())
     slower = ratio[ratio["ratio"] > 1]
-    text = f"the sim shuffled objective: {parts}{_scales(sim)}; L1 slower at {len(slower)} of {len(ratio)} GPU points"
+    text = (f"the sim shuffled objective: {parts}{_scales(sim)}; L1 slower at {len(slower)} of {len(ratio)} GPU "
+            f"points{_scales(ratio)}")
     if not slower.empty:
         worst = slower.loc[slower["ratio"].idxmax()]
         text += (f", at most {worst['ratio']:.2f}x ({worst['variant']}, {worst['dataset']} {worst['layout']} "

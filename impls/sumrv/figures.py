@@ -118,8 +118,8 @@ AUTO_KEYS = ["space", "precision", "batch", "m", "n"]
 def auto_points(df: pd.DataFrame) -> pd.DataFrame:
     """At every point where auto ran on the GPU, from the newest run that measured there every
     variant measured there at all (else the newest with auto; `absent` names the others): the
-    method auto ran (where recorded), auto's median call, its fastest rival (the fastest in most
-    repeats) and its median call, and auto over the fastest rival: per repeat where auto and every
+    method auto ran (where recorded), auto's median call, its fastest rival (the lowest median
+    call) and that median, and auto over the fastest rival: per repeat where auto and every
     rival ran, auto over that repeat's fastest rival, the median of those ratios (a host that
     slows for a while slows a repeat's variants together). The rivals: every other GPU variant in
     linear space; in log space those whose error is componentwise (an FFT through a shift by each
@@ -156,7 +156,7 @@ def auto_points(df: pd.DataFrame) -> pd.DataFrame:
                "absent": None if complete else ", ".join(sorted(every - set(times)))}
         paired = times.dropna(subset=["auto", *rivals])  # a resumed run may lack a rival at a repeat
         if rivals and not paired.empty:
-            fastest = paired[rivals].idxmin(axis=1).mode().iloc[0]
+            fastest = paired[rivals].median().idxmin()  # the lowest median, the time shown beside it
             row.update({"fastest rival": fastest, "its us": times[fastest].median() * 1e6,
                         "auto over rival": float((paired["auto"] / paired[rivals].min(axis=1)).median())})
         rows.append(row)
