@@ -302,7 +302,9 @@ def render_fit(df: pd.DataFrame, series: pd.DataFrame, meta: dict, outdir: Path)
         return written
     paper = ", ".join(f"{name} {speedup}x" for name, speedup in PAPER_SPEEDUPS.items())
     return [*written, save_text(outdir, "saber-fit-table.md", "\n\n".join(tables) +
-                                f"\n\nThe paper's SaberLDA over its peers in time to quality: {paper}.")]
+                                "\n\nSeconds to a value: the training time at the first evaluation at or above it "
+                                "(a curve that later falls below it, as ESCA's can, keeps that time; its final value "
+                                f"is beside). The paper's SaberLDA over its peers in time to quality: {paper}.")]
 
 
 OUR_GPU_SYSTEMS = ("G4", "delayed-gibbs")  # the table's speed-ups are theirs over every system
