@@ -398,17 +398,20 @@ def _sawtooth(results) -> Measured | None:
 
         measured = sorted(set(t.index.get_level_values("K")))
         candidates = [k for k in measured if k % 2 == 0 and k % 32 and {k - 1, k + 1} <= set(measured)]
-        even = [k for k in candidates if within((k - 1, k, k + 1)) is not None]
-        if not even:
+        dip, step = {}, []
+        for k in candidates:
+            if (at := within((k - 1, k, k + 1))) is not None:
+                dip[k] = (at[k - 1] + at[k + 1]) / 2 / at[k] - 1
+        for k in (k for k in measured if k % 32 == 0):
+            if (at := within((k - 1, k + 1))) is not None:
+                step.append(at[k + 1] / at[k - 1] - 1)
+        if not dip:
             continue
-        dip = pd.Series({k: (lambda at: (at[k - 1] + at[k + 1]) / 2 / at[k] - 1)(within((k - 1, k, k + 1)))
-                         for k in even})
+        dip = pd.Series(dip)
         by_zeros = dip.groupby(dip.index.map(lambda k: trailing_zeros(k % 32))).mean()
         dips[precision, variant] = by_zeros
-        step = [(lambda at: at[k + 1] / at[k - 1] - 1)(within((k - 1, k + 1))) for k in measured
-                if k % 32 == 0 and within((k - 1, k + 1)) is not None]
         steps[precision, variant] = pd.Series(step).median() if step else math.nan
-        apart = len(candidates) - len(even)
+        apart = len(candidates) - len(dip)
         parts.append(f"{variant} {precision} " + "/".join(f"{100 * d:.1f}" for d in by_zeros)
                      + f"% for {'/'.join(map(str, by_zeros.index))} trailing zero bits"
                      + (f" ({apart} even K left out: no run measured it and both neighbours)" if apart else "")

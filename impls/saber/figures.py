@@ -73,6 +73,12 @@ def render_figures(df: pd.DataFrame, meta: dict, outdir: Path) -> list[Path]:
     return written + _tuning_figure(df, keys, meta, outdir) + _gpus_figure(df, keys, meta, outdir)
 
 
+def corpus_label(setting) -> str:
+    """A setting's corpus in words: its name, and its scale where not the full size."""
+    scale = setting.get("scale", 1.0)
+    return setting["dataset"] + ("" if scale == 1 else f" at {scale:g}")
+
+
 def _gpus_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list[Path]:
     """Tokens/s against the number of GPUs, a line per setting and stage where gpus took
     several values, beside perfect scaling from one GPU; and the table of speed-ups
@@ -93,9 +99,7 @@ def _gpus_figure(df: pd.DataFrame, keys: list, meta: dict, outdir: Path) -> list
     table = []
     for i, (setting, line) in enumerate(lines):
         stats = line.groupby("gpus")["tokens_per_s"].agg(["median", "min", "max"]) / 1e9
-        scale = setting.get("scale", 1.0)
-        corpus = setting["dataset"] + ("" if scale == 1 else f" at {scale:g}")
-        label = f"{setting['variant']}, {corpus}, K = {setting['K']:,}"
+        label = f"{setting['variant']}, {corpus_label(setting)}, K = {setting['K']:,}"
         ax.errorbar(stats.index, stats["median"], [stats["median"] - stats["min"], stats["max"] - stats["median"]],
                     marker="o", capsize=2, color=f"C{i}", label=label)
         if 1 in stats.index:
@@ -339,7 +343,8 @@ def _fit_table(setting: dict, curves: pd.DataFrame, rows: pd.DataFrame, target: 
         for ours in OUR_GPU_SYSTEMS:
             speedups = pd.Series({system: _speedup_in_one_run(curves, level, system, ours) for system in final.index})
             if speedups.notna().any():
-                table[f"{ours}'s speed-up to {label}"] = speedups.map(lambda r: "" if np.isnan(r) else f"{r:.3g}x").values
+                table[f"{ours}'s speed-up to {label}"] = speedups.map(
+                    lambda r: "" if np.isnan(r) else f"{r:.3g}x").values
     title = ", ".join(f"{k}={v}" for k, v in setting.items())
     return (f"**{title}**: target {target:.4f}, worst final {worst:.4f} nats/token\n\n" +
             table.to_markdown(index=False, disable_numparse=True))

@@ -226,11 +226,6 @@ def _tokens(rows: pd.DataFrame) -> pd.Series:
     return (rows["tokens_per_s"] * rows["seconds"] / rows["iterations"]).round()
 
 
-def _corpus(setting: dict) -> str:
-    scale = setting.get("scale", 1.0)
-    return setting["dataset"] + ("" if scale == 1 else f" at {scale:g}")
-
-
 def _k(k: int) -> str:
     return f"{k:,}" if k >= 10_000 else str(k)
 
@@ -246,8 +241,9 @@ def _x(ratio: float) -> str:
 def _where(setting: dict, rows: pd.DataFrame | None = None, base: dict | None = None) -> str:
     """A setting in words: corpus (unless base's), K, iterations, chunks where set (0: the
     code's choice), resident or the budget, GPUs, CUDA graphs where the setting asks for them."""
-    same = base is not None and _corpus(base) == _corpus(setting)
-    parts = [*([] if same else [_corpus(setting)]), f"K = {_k(setting['K'])}", f"{setting['iterations']} iterations"]
+    corpus = figures.corpus_label(setting)
+    same = base is not None and figures.corpus_label(base) == corpus
+    parts = [*([] if same else [corpus]), f"K = {_k(setting['K'])}", f"{setting['iterations']} iterations"]
     if setting.get("chunks", 0):
         parts.append(f"{setting['chunks']} chunks")
     if rows is not None and _streamed(rows):
@@ -494,7 +490,7 @@ def _table2(results) -> Measured | None:
                    if k in by_k.index]
     gb = lambda column: " / ".join(f"{by_k.loc[k, column] / 1e9:.3g}" for k in by_k.index)  # noqa: E731
     ks = " / ".join(_k(k) for k in by_k.index)
-    return Measured(ratios, f"{_corpus(rows.iloc[0])}, {rows['variant'].iloc[0]}, K = {ks}: A sparse "
+    return Measured(ratios, f"{figures.corpus_label(rows.iloc[0])}, {rows['variant'].iloc[0]}, K = {ks}: A sparse "
                     f"{gb('bytes_a')} GB ({' / '.join(f'{b:.2f}' for b in per_token)} bytes a token) against A dense "
                     f"{gb('bytes_a_dense')} GB; B + B^ {gb('bytes_b')} GB")
 
@@ -505,8 +501,8 @@ def _table2_l(results) -> Measured | None:
         return None
     per_token = float((rows["bytes_l"] / _tokens(rows)).median())
     paper = figures.PAPER_TABLE2["bytes_l"][1000] * 1e9 / PAPER_TOKENS
-    return Measured(per_token / paper, f"{_corpus(rows.iloc[0])}: L {rows['bytes_l'].median() / 1e9:.3g} GB, "
-                    f"{per_token:.1f} bytes a token")
+    return Measured(per_token / paper, f"{figures.corpus_label(rows.iloc[0])}: L "
+                    f"{rows['bytes_l'].median() / 1e9:.3g} GB, {per_token:.1f} bytes a token")
 
 
 # ---------------------------------------------------------------------------------------
@@ -530,7 +526,7 @@ def _tuning_lines(results, axis: str) -> list[tuple[dict, pd.Series]]:
 
 
 def _line_label(setting: dict) -> str:
-    corpus = f"{_corpus(setting)}, " if setting.get("scale", 1.0) != 1 else ""
+    corpus = f"{figures.corpus_label(setting)}, " if setting.get("scale", 1.0) != 1 else ""
     budget = f", {setting['memory']:g} GiB" if setting.get("memory") else ""
     return f"{corpus}K = {_k(setting['K'])}{budget}"
 
@@ -676,7 +672,7 @@ def _fit_settings(results) -> list[tuple[dict, pd.DataFrame, pd.DataFrame]]:
 
 
 def _fit_where(setting: dict) -> str:
-    return f"{_corpus(setting)}, K = {_k(setting['K'])}, {setting['iterations']} iterations"
+    return f"{figures.corpus_label(setting)}, K = {_k(setting['K'])}, {setting['iterations']} iterations"
 
 
 def _finals(rows: pd.DataFrame, twins: bool) -> pd.Series:
@@ -861,7 +857,7 @@ def _two_gpus(results) -> Measured | None:
     largest = max(measured, key=lambda m: m[5])
     chosen = max((m for m in measured if m[0] == "saber"), key=lambda m: m[5], default=largest)
     text = "; ".join(f"{ratio:.2f}x, {ratio / 2:.0%} efficiency, {_g(one)} -> {_g(two)} tokens/s ({suite}, "
-                     f"{_corpus(s)}, K = {_k(s['K'])})"
+                     f"{figures.corpus_label(s)}, K = {_k(s['K'])})"
                      for suite, s, ratio, one, two, _ in [chosen, *(m for m in measured if m is not chosen)])
     return Measured(chosen[2], text)
 

@@ -329,11 +329,11 @@ def _log_peers(results) -> Measured | None:
     below = ratio[ratio.index.get_level_values("n") < max(TABLE_SIZES)]
     if below.empty:
         return None
-    def times(r: float) -> str:  # a near tie with its third digit: 1.00x would read as a clear win
+    def factor(r: float) -> str:  # a near tie with its third digit: 1.00x would read as a clear win
         return f"{r:.3f}x" if abs(r - 1) < 0.01 else f"{r:.2f}x"
 
-    parts = [f"{key[1]} m = n = {key[3]}: " + (f"{times(r)} faster than {best[key]}" if r >= 1 else
-                                               f"{best[key]} {times(1 / r)} faster")
+    parts = [f"{key[1]} m = n = {key[3]}: " + (f"{factor(r)} faster than {best[key]}" if r >= 1 else
+                                               f"{best[key]} {factor(1 / r)} faster")
              for key, r in ratio.items()]
     return Measured(float(below.min()), "strip against the fastest peer (log space, batch 4096): " + "; ".join(parts))
 
