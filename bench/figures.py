@@ -276,6 +276,11 @@ def newest_run(rows: pd.DataFrame, measured) -> pd.DataFrame | None:
     return rows[rows["run_id"] == max(runs)] if runs else None
 
 
+def each_variants_newest_run(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each variant's rows from its own newest run (where no one run measured them all)."""
+    return rows[rows["run_id"] == rows.groupby("variant")["run_id"].transform("max")]
+
+
 def per_setting(df: pd.DataFrame, keys, always=()):
     """(setting, rows) for each combination of the keys that vary in df (and of the
     keys in `always`), so that no figure pools them; ({}, df) when none vary."""

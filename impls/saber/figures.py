@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, newest_run, per_setting, plain_log_labels, save, save_text, setting_stem
+from bench.figures import (caption, each_variants_newest_run, newest_run, per_setting, plain_log_labels, save,
+                           save_text, setting_stem)
 from bench.results import key_columns
 
 # G4 overlaps its chunks' phases; a replayed graph holds an iteration's phases (after its capture)
@@ -245,11 +246,6 @@ def one_run(series: pd.DataFrame, systems, any_of=()) -> pd.DataFrame | None:
     return newest_run(series, measured)
 
 
-def newest_runs(series: pd.DataFrame) -> pd.DataFrame:
-    """Each system's curves from its newest run."""
-    return series[series["run_id"] == series.groupby("variant")["run_id"].transform("max")]
-
-
 # Figure 12 is Figure 11's plot on a corpus beyond one GPU's memory.
 FIGURE_OF_DATASET = {"clueweb-synth": ("Figure 12", "fig12")}
 
@@ -338,7 +334,7 @@ def _fit_table(setting: dict, curves: pd.DataFrame, rows: pd.DataFrame, target: 
     levels += [(f"{ours}'s final", float(final[ours])) for ours in OUR_GPU_SYSTEMS
                if ours in final and final[ours] > worst]
     for label, level in levels:
-        seconds = time_to_target(newest_runs(curves), level).reindex(final.index)
+        seconds = time_to_target(each_variants_newest_run(curves), level).reindex(final.index)
         table[f"seconds to {label}"] = seconds.map(lambda s: "not reached" if np.isnan(s) else f"{s:.3g}").values
         for ours in OUR_GPU_SYSTEMS:
             speedups = pd.Series({system: _speedup_in_one_run(curves, level, system, ours) for system in final.index})

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.figures import caption, newest_run, per_setting, plain_log_labels, save, save_text, setting_stem
+from bench.figures import (caption, each_variants_newest_run, newest_run, per_setting, plain_log_labels, save,
+                           save_text, setting_stem)
 from bench.results import key_columns
 
 OURS = "strip"
@@ -171,8 +172,7 @@ def one_run_a_point(df: pd.DataFrame, point: list[str]) -> pd.DataFrame:
     chosen = []
     for _, at in df.groupby(point, dropna=False):
         whole = newest_run(at, lambda run: run["variant"].nunique() == at["variant"].nunique())
-        chosen.append(whole if whole is not None else
-                      at[at["run_id"] == at.groupby("variant")["run_id"].transform("max")])
+        chosen.append(whole if whole is not None else each_variants_newest_run(at))
     return pd.concat(chosen)
 
 
